@@ -1,0 +1,37 @@
+# Two commands on a fresh machine with Python 3.11 and make:
+#   make run    set up .venv, run the default evaluation (kedro run), print a summary
+#   make test   set up .venv, run the test suite
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+export KEDRO_DISABLE_TELEMETRY := true
+export DO_NOT_TRACK := 1
+
+.PHONY: setup run test test-all viz mlflow-ui bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $@
+
+run: setup
+	$(BIN)/kedro run
+	$(BIN)/python -m jevkedro.summary
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+test-all: setup
+	$(BIN)/python -m pytest -q -m ""
+
+viz: setup
+	$(BIN)/kedro viz run
+
+mlflow-ui: setup
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db
+
+clean:
+	rm -rf data/02_snapshots/*.tsv data/02_snapshots/*.json data/07_model_output/*/ data/08_reporting/*/ mlflow.db mlruns

@@ -1,0 +1,31 @@
+"""Model adapters, found by the name given in ``model.adapter``."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from jevkedro.models.base import Adapter, AdapterResult, StopRun
+
+# adapter name -> "module:Class"; imported lazily so optional extras stay optional.
+ADAPTERS: dict[str, str] = {
+    "sparrow": "jevkedro.models.sparrow:SparrowAdapter",
+    "replay": "jevkedro.models.replay:ReplayAdapter",
+}
+
+# Settings that configure the engine or name the run rather than the adapter.
+ENGINE_KEYS = {"adapter", "name", "concurrency", "batch_size", "retry", "progress"}
+
+
+def make_adapter(settings: dict[str, Any]) -> Adapter:
+    """Build the adapter named by ``settings["adapter"]`` from the ``model`` parameters."""
+    kind = settings.get("adapter", "sparrow")
+    if kind not in ADAPTERS:
+        raise ValueError(f"unknown model.adapter {kind!r}; known: {', '.join(sorted(ADAPTERS))}")
+    module, cls = ADAPTERS[kind].split(":")
+    adapter_cls = getattr(importlib.import_module(module), cls)
+    kwargs = {k: v for k, v in settings.items() if k not in ENGINE_KEYS and v is not None}
+    return adapter_cls(**kwargs)
+
+
+__all__ = ["ADAPTERS", "Adapter", "AdapterResult", "StopRun", "make_adapter"]

@@ -1,0 +1,77 @@
+"""The adapter interface every model runtime implements.
+
+An adapter turns one request (``{"state", "questions"}``, exactly what the model may see) into a
+System One response body. It never sees targets, slices or provenance. The engine
+(:mod:`jevkedro.nodes.infer`) times each call, persists each result as it arrives and decides
+what a rerun has to ask again.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+# Request-level outcomes written to the predictions log.
+STATUSES = ("ok", "unsupported", "error", "unattempted")
+
+
+@dataclass
+class AdapterResult:
+    """What one request produced.
+
+    ``status``: ``ok`` (a response came back; its validity is judged at scoring), ``unsupported``
+    (the adapter cannot represent the request, nothing was sent), ``error`` (the call failed for
+    this request). ``unsupported_questions`` lists questions of an ``ok`` request that the
+    adapter could not represent (they were not asked and count as unsupported).
+    """
+
+    status: str
+    response: Any = None
+    model: str | None = None
+    usage: dict[str, Any] | None = None
+    error: str | None = None
+    unsupported_questions: list[str] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class StopRun(RuntimeError):
+    """Raised by an adapter when the whole run must stop (e.g. bad credentials, rate limit).
+
+    Requests not yet answered are recorded as ``unattempted``, never as wrong answers.
+    """
+
+
+class Adapter(ABC):
+    """Base class of model adapters.
+
+    Subclasses set ``kind`` (the adapter name used in ``model.adapter``), ``probability_source``
+    (``native`` for System One style runtimes, ``verbalized`` for models that write probabilities)
+    and ``resumable`` (whether answers from an earlier run may be reused).
+    """
+
+    kind: str = "base"
+    probability_source: str = "native"
+    resumable: bool = True
+
+    def __init__(self, **settings: Any) -> None:
+        self.settings = settings
+
+    @property
+    def model_id(self) -> str:
+        """The concrete model this adapter answers with (recorded with every prediction)."""
+        return str(self.settings.get("model") or self.kind)
+
+    def identity(self) -> dict[str, Any]:
+        """What must match for earlier predictions to be reused (no secrets)."""
+        return {"adapter": self.kind, "model": self.model_id}
+
+    def setup(self) -> None:
+        """Load weights / open connections and warm up. Not counted in latency."""
+
+    def close(self) -> None:
+        """Release resources."""
+
+    @abstractmethod
+    def answer(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
+        """Answer one request; time spent here is the request's latency."""

@@ -1,0 +1,9 @@
+"""Family package `decisionbench`: not built yet (issue #3).
+
+Registered so that pipelines and the CLI know the view; preparing it fails with a clear error.
+"""
+
+from jevkedro.registry import not_built
+
+FAMILY = "decisionbench"
+prepare = not_built(FAMILY, "issue #3")

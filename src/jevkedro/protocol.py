@@ -1,0 +1,124 @@
+"""The request and target model shared by every family (PROTOCOL.md §1).
+
+A *request* is exactly what a model may see: a state and typed questions (plus media references).
+A *target* is what the scorer compares answers with. They are kept in separate snapshot columns,
+so gold answers cannot leak into an inference input by construction.
+
+Question types and their candidate keys, in order:
+
+- ``noul``   -- ``"true"``, ``"false"`` (or the source's fixed order, e.g. ``false, true``)
+- ``choice`` -- the option ids, in source order
+- ``score``  -- ``"0"`` ... ``"K-1"`` (criteria list position, low to high)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+QUESTION_TYPES = ("noul", "choice", "score")
+NOUL_ORDER_TRUE_FIRST = ("true", "false")
+NOUL_ORDER_FALSE_FIRST = ("false", "true")
+
+# Fields that must never appear inside a request: gold, rationale, ids and provenance.
+FORBIDDEN_REQUEST_KEYS = frozenset(
+    {"gold", "label", "labels", "answer", "answers", "rationale", "reasoning", "notes",
+     "id", "item_id", "source", "provenance", "difficulty", "version", "meta", "target"}
+)
+
+
+class ProtocolError(ValueError):
+    """A request or target that breaks the protocol's shape rules."""
+
+
+def candidates_for(question: dict[str, Any], noul_order: tuple[str, str] = NOUL_ORDER_TRUE_FIRST) -> list[str]:
+    """Candidate keys of one wire question, in candidate order (PROTOCOL §1)."""
+    qtype = question.get("type")
+    criteria = question.get("criteria")
+    if qtype == "noul":
+        return list(noul_order)
+    if qtype == "choice":
+        if not isinstance(criteria, dict) or not criteria:
+            raise ProtocolError("a choice question needs criteria: an object option id -> description")
+        return [str(k) for k in criteria]
+    if qtype == "score":
+        if not isinstance(criteria, list) or len(criteria) < 2:
+            raise ProtocolError("a score question needs criteria: a list of at least two levels")
+        return [str(i) for i in range(len(criteria))]
+    raise ProtocolError(f"unknown question type {qtype!r}; expected one of {QUESTION_TYPES}")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What one question is scored against.
+
+    ``label`` is the index of the hard label in candidate order (None when the source has none);
+    ``probabilities`` the soft target distribution in candidate order (None when hard only);
+    ``unscored`` marks diagnostic questions that count in no metric.
+    """
+
+    label: int | None = None
+    probabilities: tuple[float, ...] | None = None
+    unscored: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.unscored:
+            out["unscored"] = True
+        if self.label is not None:
+            out["label"] = self.label
+        if self.probabilities is not None:
+            out["probabilities"] = list(self.probabilities)
+        out.update(self.extra)
+        return out
+
+
+@dataclass(frozen=True)
+class SnapshotRow:
+    """One shared request with its questions, targets, slices and provenance.
+
+    - ``request``: ``{"state": ..., "questions": {qid: {type, instructions, criteria}}}`` and
+      optionally ``media``; exactly what may reach a model.
+    - ``candidates``: per question, candidate keys in candidate order.
+    - ``targets``: per question, a :class:`Target`.
+    - ``slices``: per-request slice values (domain, difficulty, language, ...), plus
+      ``questions``: per-question slice values (e.g. ``task``).
+    - ``source``: provenance (source id, file, line, notes); never sent to a model.
+    """
+
+    request_id: str
+    request: dict[str, Any]
+    candidates: dict[str, list[str]]
+    targets: dict[str, Target]
+    slices: dict[str, Any] = field(default_factory=dict)
+    source: dict[str, Any] = field(default_factory=dict)
+
+    def check(self) -> None:
+        """Raise :class:`ProtocolError` when the row breaks a shape rule."""
+        questions = self.request.get("questions")
+        if "state" not in self.request or not isinstance(questions, dict) or not questions:
+            raise ProtocolError(f"{self.request_id}: a request needs a state and at least one question")
+        extra = set(self.request) - {"state", "questions", "media"}
+        if extra:
+            raise ProtocolError(f"{self.request_id}: request has fields beyond state/questions/media: {sorted(extra)}")
+        for qid, q in questions.items():
+            leaked = FORBIDDEN_REQUEST_KEYS & set(q)
+            if leaked:
+                raise ProtocolError(f"{self.request_id}/{qid}: question carries {sorted(leaked)}")
+            if set(q) - {"type", "instructions", "criteria"}:
+                raise ProtocolError(f"{self.request_id}/{qid}: question fields beyond type/instructions/criteria")
+            if qid not in self.candidates or qid not in self.targets:
+                raise ProtocolError(f"{self.request_id}/{qid}: no candidates or target")
+            t = self.targets[qid]
+            k = len(self.candidates[qid])
+            if t.label is not None and not 0 <= t.label < k:
+                raise ProtocolError(f"{self.request_id}/{qid}: label index {t.label} outside {k} candidates")
+            if t.probabilities is not None and len(t.probabilities) != k:
+                raise ProtocolError(f"{self.request_id}/{qid}: target distribution length != {k}")
+
+
+def dumps(obj: Any) -> str:
+    """Compact, deterministic JSON for TSV cells (no raw tabs or newlines, non-ASCII kept)."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)

@@ -1,0 +1,10 @@
+"""Kedro project settings."""
+
+from kedro.config import OmegaConfigLoader
+
+CONFIG_LOADER_CLASS = OmegaConfigLoader
+CONFIG_LOADER_ARGS = {
+    "base_env": "base",
+    "default_run_env": "local",
+    "config_patterns": {"mlflow": ["mlflow*", "mlflow*/**"]},
+}

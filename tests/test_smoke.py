@@ -1,0 +1,5 @@
+from jevkedro.registry import VIEWS
+
+
+def test_ten_views_registered():
+    assert len(VIEWS) == 10
