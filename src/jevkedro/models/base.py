@@ -47,12 +47,13 @@ class Adapter(ABC):
 
     Subclasses set ``kind`` (the adapter name used in ``model.adapter``), ``probability_source``
     (``native`` for System One style runtimes, ``verbalized`` for models that write probabilities)
-    and ``resumable`` (whether answers from an earlier run may be reused).
+    ``resumable`` (whether answers from an earlier run may be reused) and ``measures_latency``.
     """
 
     kind: str = "base"
     probability_source: str = "native"
     resumable: bool = True
+    measures_latency: bool = True  # False where a call does not run the model (replay)
 
     def __init__(self, **settings: Any) -> None:
         self.settings = settings

@@ -17,6 +17,7 @@ from jevkedro.nodes.snapshot import SourceFormatError, read_jsonl, sha256_file
 class ReplayAdapter(Adapter):
     kind = "replay"
     resumable = False  # the file is the answer: re-read it on every run
+    measures_latency = False  # reading a recorded answer says nothing about the model's speed
 
     def __init__(self, path: str | None = None, **settings: Any) -> None:
         super().__init__(path=path, **settings)

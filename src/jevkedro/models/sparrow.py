@@ -6,10 +6,11 @@ trimmed:
 
 - image/video states or media parts (the nano models read text only) -> the whole request;
 - a score question outside 2..10 levels, a choice with fewer than two options -> that question;
-- a state longer than the model's context beside a question: ``Decider`` would cut the middle of
-  the state to fit ``max_len`` tokens; we count tokens first and mark the question unsupported.
+- a text longer than the model's window: the static nano/micro models pool at most ``max_len``
+  (512) word pieces of the state and of the instructions and drop the rest; the encoder models cut
+  the middle of the state to fit. We count tokens first and mark the question unsupported.
 
-The length check mirrors the prompt layout of sparrow-decider 0.2.0 (pinned in pyproject).
+The length checks mirror sparrow-decider 0.2.0's tokenisation (the version is pinned).
 """
 
 from __future__ import annotations
@@ -65,7 +66,13 @@ class SparrowAdapter(Adapter):
         if qtype not in ("noul", "choice", "score"):
             return f"unknown question type {qtype!r}"
         d = self.decider
-        if d is None or d.static is not None or d.tok is None:
+        if d is None:
+            return None
+        if d.static is not None:  # static (Model2Vec-style) nano/micro: each text pooled over <= max_len tokens
+            limit = d.static.max_len
+            for label, text in (("state", sd._content(state)), ("instructions", sd._content(question.get("instructions")))):
+                if len(d.static.tok.encode(text, limit + 1)) > limit:
+                    return f"{label} longer than the model's {limit}-token window"
             return None
         kind, opts = sd._options(question)
         lines = [f"{i + 1}. {name}" + (f" — {' '.join((desc or '').split())}" if desc else "")

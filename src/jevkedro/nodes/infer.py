@@ -162,7 +162,7 @@ def run_inference(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog) -> 
                     plog.append(_record(later_rid, AdapterResult(status="unattempted", error=stopped),
                                         None, snapshot.sha256, False))
                 break
-            timed = result.status == "ok"
+            timed = result.status == "ok" and adapter.measures_latency
             plog.append(_record(rid, result, latency if timed else None, snapshot.sha256, first and timed))
             first = first and not timed
             tick.send(None)

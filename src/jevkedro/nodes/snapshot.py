@@ -275,11 +275,16 @@ def load_snapshot(root: str | Path, view: str) -> Snapshot:
         raise SnapshotError(f"no snapshot for {view} in {Path(root)}: run its prepare_snapshot node first")
     raw = tsv_path.read_bytes()
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    digest = hashlib.sha256(raw).hexdigest()
+    recorded = manifest.get("snapshot", {}).get("sha256")
+    if recorded and digest != recorded:  # say "changed", not "malformed", when bytes were edited
+        raise SnapshotError(f"{tsv_path}: sha256 {digest} does not match its manifest ({recorded}); "
+                            "refusing to use a changed snapshot — prepare it again")
     lines = raw.decode("utf-8").split("\n")
     if lines[0].split("\t") != list(COLUMNS):
         raise SnapshotError(f"{tsv_path}:1: header is not {COLUMNS}")
     rows = [_parse_row(tsv_path, i, ln) for i, ln in enumerate(lines[1:], start=2) if ln]
-    return Snapshot(view, tsv_path, manifest, rows, hashlib.sha256(raw).hexdigest())
+    return Snapshot(view, tsv_path, manifest, rows, digest)
 
 
 def verify_snapshot_bytes(snapshot: Snapshot, pinned_sha256: str | None = None) -> Snapshot:

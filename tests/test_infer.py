@@ -1,0 +1,145 @@
+"""The engine: resume without asking twice, torn lines, stop rules, sparrow limits."""
+
+import hashlib
+import json
+
+import pytest
+
+from conftest import ZH_RAW
+from jevkedro.models import Adapter, AdapterResult, StopRun, make_adapter
+from jevkedro.models.sparrow import SparrowAdapter
+from jevkedro.nodes.infer import PredictionLog, run_inference
+from jevkedro.nodes.snapshot import SnapshotError, load_snapshot, verify_snapshot_bytes
+from jevkedro.pipelines import zh_decision_bench as zh
+
+
+class CountingAdapter(Adapter):
+    """Answers uniformly; counts calls per request; stops the run after ``stop_after`` calls."""
+
+    kind = "counting"
+
+    def __init__(self, stop_after=None, **settings):
+        super().__init__(**settings)
+        self.calls: dict[str, int] = {}
+        self.stop_after = stop_after
+
+    def answer(self, request_id, request):
+        if self.stop_after is not None and sum(self.calls.values()) >= self.stop_after:
+            raise StopRun("HTTP 429 rate limited")
+        self.calls[request_id] = self.calls.get(request_id, 0) + 1
+        answers = {}
+        for qid, q in request["questions"].items():
+            if q["type"] == "noul":
+                answers[qid] = {"type": "noul", "noul": 0.5}
+            else:
+                keys = list(q["criteria"]) if q["type"] == "choice" else [str(i) for i in range(len(q["criteria"]))]
+                answers[qid] = {"type": q["type"], "probabilities": {k: 1 / len(keys) for k in keys}}
+        return AdapterResult(status="ok", response={"model": "counting-1", "answers": answers}, model="counting-1")
+
+
+@pytest.fixture
+def snapshot(tmp_path):
+    zh.prepare(root=tmp_path / "snap", source=ZH_RAW)
+    return verify_snapshot_bytes(load_snapshot(tmp_path / "snap", "zh_decision_bench"))
+
+
+def test_stop_then_resume_asks_only_what_is_missing(snapshot, tmp_path):
+    path = tmp_path / "out" / "predictions.jsonl"
+    first = CountingAdapter(stop_after=100)
+    summary = run_inference(snapshot, first, PredictionLog(path))
+    assert summary["stopped"] == "HTTP 429 rate limited"
+    assert summary["statuses"] == {"ok": 100, "unattempted": 278}  # never recorded as wrong answers
+    second = CountingAdapter()
+    summary = run_inference(snapshot, second, PredictionLog(path))
+    assert summary["reused"] == 100 and summary["asked"] == 278
+    assert not set(first.calls) & set(second.calls)  # nothing asked twice
+    assert set(first.calls) | set(second.calls) == {r.request_id for r in snapshot.rows}
+    lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    assert [x["request_id"] for x in lines] == [r.request_id for r in snapshot.rows]  # one line each
+    assert all(x["status"] == "ok" for x in lines)
+    third = CountingAdapter()
+    assert run_inference(snapshot, third, PredictionLog(path))["asked"] == 0 and not third.calls
+
+
+def test_torn_last_line_is_dropped_and_asked_again(snapshot, tmp_path):
+    path = tmp_path / "predictions.jsonl"
+    run_inference(snapshot, CountingAdapter(stop_after=3), PredictionLog(path))
+    lines = path.read_text(encoding="utf-8").splitlines(True)
+    # simulate a kill mid-write: keep two whole lines and half of the third
+    path.write_text("".join(lines[:2]) + lines[2][: len(lines[2]) // 2], encoding="utf-8")
+    again = CountingAdapter()
+    run_inference(snapshot, again, PredictionLog(path))
+    assert len(again.calls) == 376 and lines[2].split('"')[3] in again.calls
+
+
+def test_another_model_does_not_reuse_answers(snapshot, tmp_path):
+    path = tmp_path / "predictions.jsonl"
+    run_inference(snapshot, CountingAdapter(), PredictionLog(path))
+    other = CountingAdapter(model="other-model")
+    assert run_inference(snapshot, other, PredictionLog(path))["asked"] == 378
+
+
+def test_unverified_snapshot_is_refused(tmp_path):
+    zh.prepare(root=tmp_path, source=ZH_RAW)
+    snap = load_snapshot(tmp_path, "zh_decision_bench")
+    with pytest.raises(RuntimeError, match="unverified"):
+        run_inference(snap, CountingAdapter(), PredictionLog(tmp_path / "p.jsonl"))
+
+
+def test_changed_snapshot_byte_is_refused_naming_file_and_both_hashes(tmp_path):
+    zh.prepare(root=tmp_path, source=ZH_RAW)
+    tsv = tmp_path / "zh_decision_bench.tsv"
+    data = bytearray(tsv.read_bytes())
+    data[-3] = ord("X") if data[-3] != ord("X") else ord("Y")
+    tsv.write_bytes(bytes(data))
+    changed = hashlib.sha256(tsv.read_bytes()).hexdigest()
+    manifest = json.loads((tmp_path / "zh_decision_bench.manifest.json").read_text())
+    with pytest.raises(SnapshotError) as err:
+        load_snapshot(tmp_path, "zh_decision_bench")
+    msg = str(err.value)
+    assert str(tsv) in msg and changed in msg and manifest["snapshot"]["sha256"] in msg
+
+
+def test_change_after_loading_is_caught_by_verify(tmp_path):
+    zh.prepare(root=tmp_path, source=ZH_RAW)
+    snap = load_snapshot(tmp_path, "zh_decision_bench")
+    tsv = tmp_path / "zh_decision_bench.tsv"
+    tsv.write_bytes(tsv.read_bytes().replace(b"mass_0030", b"mass_0031", 1))
+    with pytest.raises(SnapshotError, match="does not match its manifest"):
+        verify_snapshot_bytes(snap)
+
+
+def test_replay_adapter(snapshot, tmp_path):
+    rid = snapshot.rows[0].request_id
+    body = {"model": "jev-1.13.0", "answers": {"route": {"type": "choice", "probabilities": {"x": 1.0}}}}
+    path = tmp_path / "answers.jsonl"
+    path.write_text(json.dumps({"request_id": rid, "response": body}) + "\n", encoding="utf-8")
+    adapter = make_adapter({"adapter": "replay", "path": str(path), "name": "ignored"})
+    summary = run_inference(snapshot, adapter, PredictionLog(tmp_path / "p.jsonl"))
+    assert summary["statuses"] == {"ok": 1, "unattempted": 377}
+    rec = PredictionLog(tmp_path / "p.jsonl").records[rid]
+    assert rec["response"] == body and rec["model"] == "jev-1.13.0" and rec["latency_s"] is None
+
+
+def test_replay_malformed_line_names_file_and_line(tmp_path):
+    path = tmp_path / "answers.jsonl"
+    path.write_text('{"request_id": "a", "response": {}}\n{"oops": 1}\n', encoding="utf-8")
+    adapter = make_adapter({"adapter": "replay", "path": str(path)})
+    with pytest.raises(ValueError, match=r"answers.jsonl:2: a replay line needs"):
+        adapter.setup()
+
+
+def test_sparrow_marks_media_and_limits_unsupported():
+    adapter = SparrowAdapter()
+    adapter.setup()
+    image_state = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x.png"}}]}]
+    q = {"q": {"type": "noul", "instructions": "green?"}}
+    assert adapter.answer("r", {"state": image_state, "questions": q}).status == "unsupported"
+    many = {"type": "score", "instructions": "level?", "criteria": [str(i) for i in range(11)]}
+    res = adapter.answer("r", {"state": "text", "questions": {"big": many, **q}})
+    assert res.status == "ok" and res.unsupported_questions == ["big"] and set(res.response["answers"]) == {"q"}
+    long_state = "word " * 5000  # far beyond a 512-token context: not truncated, unsupported
+    res = adapter.answer("r", {"state": long_state, "questions": q})
+    assert res.status == "unsupported"
+    ok = adapter.answer("r", {"state": "short text", "questions": q})
+    assert ok.status == "ok" and 0 <= ok.response["answers"]["q"]["noul"] <= 1

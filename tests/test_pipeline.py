@@ -1,0 +1,98 @@
+"""The Kedro project end to end, in-process: kedro run on zh-decision-bench, MLflow, replay, refusal."""
+
+import json
+
+import pytest
+
+from conftest import run_kedro
+
+VIEW = "zh_decision_bench"
+DEFAULT_MODEL = "sparrow-nano-general-v1.1"
+
+
+@pytest.fixture
+def ran(project):
+    run_kedro(project, VIEW)
+    return project
+
+
+def test_default_run_writes_snapshot_predictions_report(ran):
+    manifest = json.loads((ran / "data/02_snapshots/zh_decision_bench.manifest.json").read_text())
+    assert manifest["counts"]["questions"] == 467 and manifest["data"] == "official"
+    preds = (ran / f"data/07_model_output/{DEFAULT_MODEL}/{VIEW}/predictions.jsonl").read_text().splitlines()
+    assert len(preds) == 378
+    report = json.loads((ran / f"data/08_reporting/{DEFAULT_MODEL}/{VIEW}/report.json").read_text())
+    assert report["model"] == DEFAULT_MODEL and report["data"] == "official"
+    assert report["snapshot_sha256"] == manifest["snapshot"]["sha256"]
+    for group in (report["metrics"]["overall"], *report["metrics"]["by_type"].values()):
+        for key in ("accuracy", "accuracy_n", "nll", "brier", "ece"):
+            assert key in group
+    assert set(report["metrics"]["by_type"]) == {"choice", "noul", "score"}
+    assert "rps" in report["metrics"]["by_type"]["score"] and "ordinal_mae" in report["metrics"]["overall"]
+    assert report["metrics"]["overall"]["accuracy_n"] == 467
+    assert {"p50", "p95", "mean", "first"} <= set(report["latency"]) and report["latency"]["p50"] > 0
+    assert report["coverage"]["by_status"]["ok"] == 467
+    assert report["official"]["scorer"] == "jevalkit-decision-protocol-v1"
+    assert {"by_domain", "by_difficulty", "by_question", "by_language"} <= set(report["metrics"])
+    official = json.loads((ran / f"data/08_reporting/{DEFAULT_MODEL}/{VIEW}/official.json").read_text())
+    assert official == report["official"]
+
+
+def test_mlflow_run_recorded_with_tags_metrics_artifacts(ran):
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{ran / 'mlflow.db'}")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
+                              filter_string=f"tags.view = '{VIEW}'")
+    assert len(runs) == 1
+    run = runs[0]
+    manifest = json.loads((ran / "data/02_snapshots/zh_decision_bench.manifest.json").read_text())
+    assert run.data.tags["model"] == DEFAULT_MODEL
+    assert run.data.tags["benchmark"] == "zh_decision_bench"
+    assert run.data.tags["snapshot_sha256"] == manifest["snapshot"]["sha256"]
+    assert run.data.tags["data"] == "official"
+    report = json.loads((ran / f"data/08_reporting/{DEFAULT_MODEL}/{VIEW}/report.json").read_text())
+    assert run.data.metrics["metrics/overall/accuracy"] == pytest.approx(report["metrics"]["overall"]["accuracy"])
+    arts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"manifest.json", "report.json", "official.json"} <= arts
+    mlflow.set_tracking_uri("")  # leave no global store behind for other tests
+
+
+def test_rerun_reuses_answers_and_replay_scores_a_file(ran, caplog):
+    preds_path = ran / f"data/07_model_output/{DEFAULT_MODEL}/{VIEW}/predictions.jsonl"
+    before = preds_path.read_text()
+    caplog.set_level("INFO")
+    run_kedro(ran, VIEW, from_nodes=[f"{VIEW}.verify_snapshot"])
+    assert "378 already answered, 0 to ask" in caplog.text
+    assert preds_path.read_text() == before  # same answers, same latencies: nothing asked again
+
+    lines = [json.loads(x) for x in before.splitlines()][:10]
+    answers = ran / "answers.jsonl"
+    answers.write_text("".join(json.dumps({"request_id": x["request_id"], "response": x["response"]}) + "\n"
+                               for x in lines), encoding="utf-8")
+    run_kedro(ran, VIEW, params={"model": {"adapter": "replay", "path": str(answers), "name": "my-replay"}})
+    report = json.loads((ran / f"data/08_reporting/my-replay/{VIEW}/report.json").read_text())
+    assert report["model"] == "my-replay" and report["adapter"] == "replay"
+    assert report["coverage"]["requests_by_status"] == {"ok": 10, "unattempted": 368}
+    assert report["metrics"]["overall"]["accuracy_n"] == 467  # unattempted count as not correct
+    assert report["metrics"]["overall"]["probability_n"] == 10 + sum(
+        1 for x in lines for _ in x["response"]["answers"]) - 10
+
+
+def test_changed_snapshot_refused_before_inference(ran):
+    tsv = ran / "data/02_snapshots/zh_decision_bench.tsv"
+    tsv.write_bytes(tsv.read_bytes().replace("五点提醒我".encode(), "六点提醒我".encode()))
+    out = ran / "data/07_model_output/other/zh_decision_bench"
+    with pytest.raises(Exception, match="does not match its manifest"):
+        run_kedro(ran, VIEW, params={"model": {"name": "other"}}, from_nodes=[f"{VIEW}.verify_snapshot"])
+    assert not out.exists()
+
+
+def test_unbuilt_view_says_so(project):
+    from jevkedro.registry import built_views, family_of
+
+    if "decision_index" in built_views():
+        pytest.skip("decision_index is built")
+    with pytest.raises(Exception, match="decision_index: data preparation is not built yet"):
+        family_of("decision_index").module().prepare()

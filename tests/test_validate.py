@@ -1,0 +1,121 @@
+"""Answer validation edge cases (PROTOCOL §4) and the question table's coverage policy."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from jevkedro.nodes.validate import build_question_table, validate_answer
+from jevkedro.protocol import SnapshotRow, Target
+
+CHOICE = ["a", "b", "c"]
+
+
+def choice(**probs):
+    return {"type": "choice", "probabilities": probs}
+
+
+@pytest.mark.parametrize(
+    "answer, reason_part",
+    [
+        (choice(a=float("nan"), b=0.5, c=0.5), "finite numbers"),
+        (choice(a=float("inf"), b=0.0, c=0.0), "finite numbers"),
+        (choice(a=-0.1, b=0.6, c=0.5), "finite numbers"),
+        (choice(a=1.2, b=-0.1, c=-0.1), "finite numbers"),
+        (choice(a=0.5, b=0.5), "missing ['c']"),
+        (choice(a=0.5, b=0.3, c=0.2, d=0.0), "extra ['d']"),
+        (choice(a=True, b=False, c=False), "finite numbers"),
+        (choice(a="0.5", b=0.3, c=0.2), "finite numbers"),
+        (choice(a=0.5, b=0.3, c=0.25), "sum to 1.05"),
+        ({"type": "choice"}, "no probabilities"),
+        ({"type": "noul", "noul": 0.5}, "answer type 'noul'"),
+        (None, "no answer"),
+    ],
+)
+def test_invalid_choice_answers(answer, reason_part):
+    probs, reason = validate_answer("choice", CHOICE, answer)
+    assert probs is None
+    assert reason_part in reason
+
+
+def test_sum_within_tolerance_is_renormalised():
+    raw = choice(a=0.508, b=0.3, c=0.2)  # sums to 1.008
+    probs, reason = validate_answer("choice", CHOICE, raw)
+    assert reason is None
+    assert probs == pytest.approx(np.array([0.508, 0.3, 0.2]) / 1.008)
+    assert raw["probabilities"]["a"] == 0.508  # the raw answer is never changed
+
+
+def test_sum_tolerance_edges():
+    assert validate_answer("choice", CHOICE, choice(a=0.5, b=0.3, c=0.19))[1] is None  # 0.99
+    assert validate_answer("choice", CHOICE, choice(a=0.5, b=0.3, c=0.18))[0] is None  # 0.98
+
+
+@pytest.mark.parametrize("bad", [True, False, -0.01, 1.01, float("nan"), "0.7", None])
+def test_noul_value_checks(bad):
+    probs, reason = validate_answer("noul", ["true", "false"], {"type": "noul", "noul": bad})
+    assert probs is None and "noul must be" in reason
+
+
+def test_noul_maps_to_candidate_order():
+    assert validate_answer("noul", ["true", "false"], {"noul": 0.8})[0] == pytest.approx([0.8, 0.2])
+    assert validate_answer("noul", ["false", "true"], {"noul": 0.8})[0] == pytest.approx([0.2, 0.8])
+    # a probabilities object over true/false is accepted when `noul` is absent
+    got = validate_answer("noul", ["true", "false"], {"probabilities": {"false": 0.3, "true": 0.7}})[0]
+    assert got == pytest.approx([0.7, 0.3])
+
+
+def test_score_by_index_and_by_level_name():
+    cands = ["0", "1", "2"]
+    names = ["不紧急", "一般", "紧急"]
+    by_index = {"type": "score", "probabilities": {"0": 0.1, "1": 0.6, "2": 0.3}}
+    by_name = {"type": "score", "probabilities": {"紧急": 0.3, "不紧急": 0.1, "一般": 0.6}}
+    mixed = {"type": "score", "probabilities": {"0": 0.1, "一般": 0.6, "2": 0.3}}
+    assert validate_answer("score", cands, by_index, names)[0] == pytest.approx([0.1, 0.6, 0.3])
+    assert validate_answer("score", cands, by_name, names)[0] == pytest.approx([0.1, 0.6, 0.3])
+    assert validate_answer("score", cands, mixed, names)[0] is None
+    assert validate_answer("score", cands, by_name, None)[0] is None  # no names known: keys must be indices
+
+
+@given(st.lists(st.floats(0, 1, allow_nan=False), min_size=3, max_size=3))
+def test_valid_iff_in_band(values):
+    probs, _ = validate_answer("choice", CHOICE, choice(a=values[0], b=values[1], c=values[2]))
+    assert (probs is not None) == (abs(sum(values) - 1) <= 0.01 + 1e-12)
+    if probs is not None:
+        assert math.isclose(probs.sum(), 1.0)
+
+
+def _row(rid, qtype="choice", label=0, probs=None):
+    q = {"type": qtype, "instructions": "?"}
+    if qtype == "choice":
+        q["criteria"] = {"a": None, "b": None}
+        cands = ["a", "b"]
+    else:
+        cands = ["true", "false"]
+    return SnapshotRow(rid, {"state": "s", "questions": {"q": q}}, {"q": cands},
+                       {"q": Target(label=label, probabilities=probs)}, {"domain": "d"}, {})
+
+
+def test_table_statuses_and_policy():
+    rows = [_row("ok"), _row("bad"), _row("unsup"), _row("missing"), _row("err")]
+    preds = {
+        "ok": {"status": "ok", "response": {"answers": {"q": choice(a=0.9, b=0.1)}}},
+        "bad": {"status": "ok", "response": {"answers": {"q": choice(a=0.9, b=0.3)}}},
+        "unsup": {"status": "unsupported", "response": None},
+        "err": {"status": "error", "error": "HTTP 422"},
+    }
+    t = build_question_table(rows, preds)
+    assert t.status.tolist() == ["ok", "invalid", "unsupported", "unattempted", "error"]
+    assert t.P[0].tolist() == pytest.approx([0.9, 0.1])
+    assert t.P[1].tolist() == [0.0, 0.0]
+    assert "sum to 1.2" in t.reason[1]
+
+
+def test_table_list_shaped_answers():
+    rows = [_row("r")]
+    preds = {"r": {"status": "ok", "response": {"answers": [{"id": "q", "type": "choice",
+                                                             "probabilities": {"a": 0.2, "b": 0.8}}]}}}
+    t = build_question_table(rows, preds)
+    assert t.status.tolist() == ["ok"] and t.P[0].tolist() == pytest.approx([0.2, 0.8])
