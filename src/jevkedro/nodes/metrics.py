@@ -100,8 +100,88 @@ def ece(
     return value, table
 
 
-def _mean(x: np.ndarray) -> float | None:
-    return float(np.mean(x)) if len(x) else None
+def _bin_index(conf: np.ndarray, n_bins: int, right_closed: bool = False) -> np.ndarray:
+    """Equal-width bin of each confidence, as in :func:`ece` (-1: in no bin)."""
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    if right_closed:
+        return np.minimum(np.digitize(conf, edges, right=True) - 1, n_bins - 1)
+    return np.digitize(conf, edges[1:-1], right=False)
+
+
+def row_stats(P, Y, K, label, valid, has_target, qtype, ece_bins: int = ECE_BINS) -> dict[str, np.ndarray]:
+    """Per-question terms of every generic metric, computed once for the whole view.
+
+    Groups (overall, by type, by slice) are then sums of these terms (:func:`aggregate`), so
+    slicing never recomputes a formula.
+    """
+    hard = label >= 0
+    pred, conf = top_label(P)
+    correct = valid & hard & (pred == label)
+    prob = valid & has_target
+    ordinal = prob & (qtype == "score")
+    ece_rows = valid & hard
+    zeros = np.zeros(len(label))
+    return {
+        "hard": hard,
+        "correct": correct,
+        "prob": prob,
+        "nll": np.where(prob, nll(P, Y), 0.0),
+        "brier": np.where(prob, brier(P, Y), 0.0),
+        "ece_rows": ece_rows,
+        "conf": np.where(ece_rows, conf, 0.0),
+        "bin": np.where(ece_rows, _bin_index(conf, ece_bins), 0),
+        "is_score": qtype == "score",
+        "ordinal": ordinal,
+        "rps": np.where(ordinal, ordinal_rps(P, Y, K), 0.0) if ordinal.any() else zeros,
+        "mae": np.where(ordinal, ordinal_mae(P, Y), 0.0) if ordinal.any() else zeros,
+    }
+
+
+def aggregate(stats: dict[str, np.ndarray], codes: np.ndarray, n_groups: int, ece_bins: int = ECE_BINS) -> list[dict[str, Any]]:
+    """Generic metrics per group from :func:`row_stats`, with the coverage policy applied.
+
+    - accuracy: over every hard-label question; an invalid, unsupported or unattempted answer
+      is not correct (``accuracy_n`` is the denominator);
+    - NLL, Brier, ECE, RPS, ordinal MAE: only over valid answers with a target (``*_n`` counts);
+      ECE as in :func:`ece` (left-closed equal-width bins), computed per group with one
+      ``bincount`` over (group, bin) cells: ``ECE_g = sum_b |hits_gb - conf_gb| / N_g``;
+    - RPS and ordinal MAE only over ``score`` questions, reported where the group has any.
+    """
+    def total(weights, mask=None):
+        w = weights if mask is None else np.where(mask, weights, 0)
+        return np.bincount(codes, weights=w.astype(float), minlength=n_groups)
+
+    n = np.bincount(codes, minlength=n_groups)
+    n_hard, hits = total(stats["hard"]), total(stats["correct"])
+    n_prob, n_ece, n_ord = total(stats["prob"]), total(stats["ece_rows"]), total(stats["ordinal"])
+    has_score = total(stats["is_score"]) > 0
+    nll_sum, brier_sum = total(stats["nll"]), total(stats["brier"])
+    rps_sum, mae_sum = total(stats["rps"]), total(stats["mae"])
+    cell = codes * ece_bins + stats["bin"]
+    er = stats["ece_rows"]
+    cell_conf = np.bincount(cell[er], weights=stats["conf"][er], minlength=n_groups * ece_bins)
+    cell_hits = np.bincount(cell[er], weights=stats["correct"][er].astype(float), minlength=n_groups * ece_bins)
+    ece_gap = np.abs(cell_hits - cell_conf).reshape(n_groups, ece_bins).sum(axis=1)
+
+    def ratio(num, den, g):
+        return float(num[g] / den[g]) if den[g] else None
+
+    out = []
+    for g in range(n_groups):
+        row: dict[str, Any] = {
+            "n": int(n[g]),
+            "accuracy": ratio(hits, n_hard, g),
+            "accuracy_n": int(n_hard[g]),
+            "nll": ratio(nll_sum, n_prob, g),
+            "brier": ratio(brier_sum, n_prob, g),
+            "probability_n": int(n_prob[g]),
+            "ece": ratio(ece_gap, n_ece, g),
+            "ece_n": int(n_ece[g]),
+        }
+        if has_score[g]:
+            row.update(rps=ratio(rps_sum, n_ord, g), ordinal_mae=ratio(mae_sum, n_ord, g), ordinal_n=int(n_ord[g]))
+        out.append(row)
+    return out
 
 
 def summarize(
@@ -114,50 +194,38 @@ def summarize(
     qtype: np.ndarray,
     ece_bins: int = ECE_BINS,
 ) -> dict[str, Any]:
-    """The generic metrics of one group of questions, with the coverage policy applied.
+    """The generic metrics of one group of questions (see :func:`aggregate` for the policy)."""
+    stats = row_stats(P, Y, K, label, valid, has_target, np.asarray(qtype, dtype=object), ece_bins)
+    return aggregate(stats, np.zeros(len(label), dtype=np.intp), 1, ece_bins)[0]
 
-    - accuracy: over every hard-label question; an invalid, unsupported or unattempted answer
-      is not correct (``accuracy_n`` is the denominator);
-    - NLL, Brier, ECE, RPS, ordinal MAE: only over valid answers with a target (``*_n`` counts);
-    - RPS and ordinal MAE only over ``score`` questions.
-    """
-    hard = label >= 0
-    pred, conf = top_label(P)
-    correct = valid & hard & (pred == label)
-    prob_rows = valid & has_target
-    ece_rows = valid & hard
-    out: dict[str, Any] = {
-        "n": int(len(label)),
-        "accuracy": float(correct[hard].mean()) if hard.any() else None,
-        "accuracy_n": int(hard.sum()),
-        "nll": _mean(nll(P[prob_rows], Y[prob_rows])),
-        "brier": _mean(brier(P[prob_rows], Y[prob_rows])),
-        "probability_n": int(prob_rows.sum()),
-        "ece": ece(conf[ece_rows], correct[ece_rows], ece_bins),
-        "ece_n": int(ece_rows.sum()),
-    }
-    ordinal = prob_rows & (qtype == "score")
-    if (qtype == "score").any():
-        out["rps"] = _mean(ordinal_rps(P[ordinal], Y[ordinal], K[ordinal]))
-        out["ordinal_mae"] = _mean(ordinal_mae(P[ordinal], Y[ordinal]))
-        out["ordinal_n"] = int(ordinal.sum())
-    return out
+
+def _table_stats(table) -> dict[str, np.ndarray]:
+    cached = getattr(table, "_row_stats", None)
+    if cached is None:
+        cached = row_stats(table.P, table.Y, table.K, table.label, table.valid, table.has_target, table.qtype)
+        table._row_stats = cached  # the table is immutable once built; slices reuse the terms
+    return cached
 
 
 def summarize_table(table, mask: np.ndarray | None = None) -> dict[str, Any]:
-    """:func:`summarize` over a :class:`~jevkedro.nodes.validate.QuestionTable` (or a masked part)."""
+    """:func:`summarize` over a :class:`~jevkedro.nodes.validate.QuestionTable` (or a masked part);
+    unscored (diagnostic) questions count in nothing."""
     m = np.ones(len(table), dtype=bool) if mask is None else mask
     m = m & ~table.unscored
-    return summarize(table.P[m], table.Y[m], table.K[m], table.label[m], table.valid[m],
-                     table.has_target[m], table.qtype[m])
+    stats = {k: v[m] for k, v in _table_stats(table).items()}
+    return aggregate(stats, np.zeros(int(m.sum()), dtype=np.intp), 1)[0]
 
 
 def by_slice(table, name: str) -> dict[str, dict[str, Any]]:
-    """Generic metrics per value of one slice column (empty values are skipped)."""
+    """Generic metrics per value of one slice column (empty values are skipped), in one pass."""
     col = table.slices.get(name)
     if col is None:
         return {}
-    return {str(v): summarize_table(table, col == v) for v in sorted(set(col.tolist())) if v != ""}
+    keep = ~table.unscored
+    values, codes = np.unique(col[keep].astype(str), return_inverse=True)
+    stats = {k: v[keep] for k, v in _table_stats(table).items()}
+    groups = aggregate(stats, codes, len(values))
+    return {str(v): g for v, g in zip(values, groups) if v != ""}
 
 
 def ece_equal_frequency(confidence: np.ndarray, correct: np.ndarray, n_bins: int = ECE_BINS) -> float | None:

@@ -37,33 +37,70 @@ def reference_ece(conf: np.ndarray, correct: np.ndarray, method: str, n_bins: in
     raise ValueError(f"unknown ECE method {method!r}; one of {ECE_METHODS}")
 
 
-def reference_stats(table: QuestionTable, mask: np.ndarray, ece_method: str, nll_floor: float = M.NLL_FLOOR) -> dict[str, Any]:
-    m = mask & ~table.unscored
-    P, Y, label, valid = table.P[m], table.Y[m], table.label[m], table.valid[m]
-    hard = label >= 0
+def _reference_terms(table: QuestionTable, nll_floor: float) -> dict[str, np.ndarray]:
+    """Per-question terms of the reference report, computed once for the whole view."""
+    live = ~table.unscored
+    P, Y, label, valid = table.P, table.Y, table.label, table.valid
+    hard = live & (label >= 0)
     pred, conf = M.top_label(P)
     correct = valid & hard & (pred == label)
     hv = valid & hard
-    onehot = np.zeros_like(P[hv])
-    onehot[np.arange(hv.sum()), label[hv]] = 1.0
-    soft = valid & table.has_target[m]
-
-    def mean(x):
-        return float(np.mean(x)) if len(x) else None
-
+    rows = np.arange(len(P))
+    p_gold = P[rows, np.where(hv, label, 0)]
+    soft = live & valid & table.has_target
     return {
-        "n": int(m.sum()),
-        "accuracy": float(correct[hard].mean()) if hard.any() else None,
-        "accuracy_n": int(hard.sum()),
-        "hard_nll": mean(M.nll(P[hv], onehot, nll_floor)),
-        "hard_brier": mean(M.brier(P[hv], onehot)),
-        "hard_n": int(hv.sum()),
-        "soft_kl": mean(M.kl_divergence(P[soft], Y[soft], nll_floor)),
-        "soft_brier": mean(M.brier(P[soft], Y[soft])),
-        "soft_n": int(soft.sum()),
-        "reference_ece": reference_ece(conf[hv], correct[hv], ece_method),
-        "ece_n": int(hv.sum()),
+        "live": live, "hard": hard, "correct": correct, "hv": hv, "soft": soft, "conf": conf,
+        # one-hot hard label: NLL = -ln max(p_gold, floor); Brier = sum p^2 - 2 p_gold + 1
+        "hard_nll": np.where(hv, -np.log(np.maximum(p_gold, nll_floor)), 0.0),
+        "hard_brier": np.where(hv, (P**2).sum(axis=1) - 2 * p_gold + 1, 0.0),
+        "soft_kl": np.where(soft, M.kl_divergence(P, Y, nll_floor), 0.0),
+        "soft_brier": np.where(soft, M.brier(P, Y), 0.0),
     }
+
+
+def _grouped(terms: dict[str, np.ndarray], codes: np.ndarray, n_groups: int, ece_method: str) -> list[dict[str, Any]]:
+    def total(x):
+        return np.bincount(codes, weights=x.astype(float), minlength=n_groups)
+
+    n, n_hard, hits = total(terms["live"]), total(terms["hard"]), total(terms["correct"])
+    n_hv, n_soft = total(terms["hv"]), total(terms["soft"])
+    sums = {k: total(terms[k]) for k in ("hard_nll", "hard_brier", "soft_kl", "soft_brier")}
+    hv = terms["hv"]
+    if ece_method == "equal_frequency":  # needs a sort per group
+        ece = np.array([M.ece_equal_frequency(terms["conf"][hv & (codes == g)], terms["correct"][hv & (codes == g)])
+                        or 0.0 for g in range(n_groups)])
+    else:  # equal-width: one bincount over (group, bin) cells, ECE_g = sum_b |hits_gb - conf_gb| / N_g
+        bins = M._bin_index(terms["conf"], 15, right_closed=ece_method == "equal_width_right_closed")
+        inside = hv & (bins >= 0)
+        cell = codes[inside] * 15 + bins[inside]
+        gap = np.abs(np.bincount(cell, weights=terms["correct"][inside].astype(float), minlength=n_groups * 15)
+                     - np.bincount(cell, weights=terms["conf"][inside], minlength=n_groups * 15))
+        ece = gap.reshape(n_groups, 15).sum(axis=1)
+        if ece_method not in ECE_METHODS:
+            raise ValueError(f"unknown ECE method {ece_method!r}; one of {ECE_METHODS}")
+
+    def ratio(num, den, g):
+        return float(num[g] / den[g]) if den[g] else None
+
+    return [{
+        "n": int(n[g]),
+        "accuracy": ratio(hits, n_hard, g),
+        "accuracy_n": int(n_hard[g]),
+        "hard_nll": ratio(sums["hard_nll"], n_hv, g),
+        "hard_brier": ratio(sums["hard_brier"], n_hv, g),
+        "hard_n": int(n_hv[g]),
+        "soft_kl": ratio(sums["soft_kl"], n_soft, g),
+        "soft_brier": ratio(sums["soft_brier"], n_soft, g),
+        "soft_n": int(n_soft[g]),
+        "reference_ece": (float(ece[g] / n_hv[g]) if ece_method != "equal_frequency" else float(ece[g])) if n_hv[g] else None,
+        "ece_n": int(n_hv[g]),
+    } for g in range(n_groups)]
+
+
+def reference_stats(table: QuestionTable, mask: np.ndarray, ece_method: str, nll_floor: float = M.NLL_FLOOR) -> dict[str, Any]:
+    """The reference statistics of the questions selected by ``mask``."""
+    terms = {k: v[mask] for k, v in _reference_terms(table, nll_floor).items()}
+    return _grouped(terms, np.zeros(int(mask.sum()), dtype=np.intp), 1, ece_method)[0]
 
 
 def reference_report(
@@ -74,15 +111,20 @@ def reference_report(
     **extra: Any,
 ) -> dict[str, Any]:
     """Build the report; ``slices`` maps a group name to a table slice column (or a tuple of
-    columns, grouped jointly and keyed ``"a/b"``)."""
-    everything = np.ones(len(table), dtype=bool)
-    groups: dict[str, Any] = {"overall": reference_stats(table, everything, ece_method, nll_floor)}
+    columns, grouped jointly and keyed ``"a/b"``). Each group is one vectorised pass."""
+    if ece_method not in ECE_METHODS:
+        raise ValueError(f"unknown ECE method {ece_method!r}; one of {ECE_METHODS}")
+    terms = _reference_terms(table, nll_floor)
+    groups: dict[str, Any] = {"overall": _grouped(terms, np.zeros(len(table), dtype=np.intp), 1, ece_method)[0]}
     for name, cols in slices.items():
         cols = (cols,) if isinstance(cols, str) else tuple(cols)
         if any(c not in table.slices for c in cols):
             continue
-        keys = np.array(["/".join(parts) for parts in zip(*(table.slices[c] for c in cols))], dtype=object)
-        groups[name] = {k: reference_stats(table, keys == k, ece_method, nll_floor)
-                        for k in sorted(set(keys.tolist())) if k.strip("/")}
+        keys = table.slices[cols[0]].astype(str)
+        for c in cols[1:]:
+            keys = np.char.add(np.char.add(keys.astype(str), "/"), table.slices[c].astype(str))
+        values, codes = np.unique(keys.astype(str), return_inverse=True)
+        stats = _grouped(terms, codes, len(values), ece_method)
+        groups[name] = {str(v): st for v, st in zip(values, stats) if str(v).strip("/")}
     return {"scorer": SCORER, "upstream_program_ran": False, "ece_method": ece_method, "ece_bins": 15,
             "nll_floor": nll_floor, **extra, "groups": groups}

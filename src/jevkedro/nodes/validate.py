@@ -178,8 +178,10 @@ def build_question_table(
             statuses.append(status)
             reasons.append(why)
             merged = {"type": question["type"], "question": qid, **req_slices, **q_slices.get(qid, {})}
-            for key in set(slice_cols) | set(merged):
-                slice_cols.setdefault(key, [None] * n).append(merged.get(key))
+            for key in merged.keys() - slice_cols.keys():
+                slice_cols[key] = [None] * n  # a slice first seen here: earlier questions lack it
+            for key, col in slice_cols.items():
+                col.append(merged.get(key))
             n += 1
     kmax = max(ks, default=1)
     P = np.zeros((n, kmax))
