@@ -150,6 +150,23 @@ def map_row(path: Path, lineno: int, obj: dict[str, Any], tier: str) -> Snapshot
     )
 
 
+def map_files(files: list[tuple[str, Path]]) -> tuple[list[SnapshotRow], dict[str, int]]:
+    """Map ``(tier, path)`` files in the given order; a task id may appear only once in all of them."""
+    rows: list[SnapshotRow] = []
+    seen: dict[str, str] = {}
+    per_tier: dict[str, int] = {}
+    for tier, path in files:
+        per_tier[tier] = 0
+        for lineno, obj in read_jsonl(path):
+            row = map_row(path, lineno, obj, tier)
+            if row.request_id in seen:
+                raise _fail(path, lineno, f"task id {row.request_id!r} repeats (first at {seen[row.request_id]})")
+            seen[row.request_id] = f"{path}:{lineno}"
+            rows.append(row)
+            per_tier[tier] += 1
+    return rows, per_tier
+
+
 def build(source: str | Path, view: str = "jevbench", data: str = "official", **_: Any) -> PreparedView:
     """Map the three tier files in ``source`` (``original.jsonl``, ``easy.jsonl``, ``hard.jsonl``).
 
@@ -160,24 +177,12 @@ def build(source: str | Path, view: str = "jevbench", data: str = "official", **
     if data not in manifest["sources"]:
         raise SnapshotError(f"jevbench: no pinned source for data kind {data!r}; known: {sorted(manifest['sources'])}")
     source = Path(source)
-    rows: list[SnapshotRow] = []
-    files = []
-    seen: dict[str, str] = {}
-    per_tier: dict[str, int] = {}
-    for pin in manifest["sources"][data]:  # listed in the load order: original, easy, hard
-        path = source / pin["file"]
-        files.append(check_source(path, pin))
-        tier_rows = []
-        for lineno, obj in read_jsonl(path):
-            row = map_row(path, lineno, obj, pin["tier"])
-            if row.request_id in seen:
-                raise _fail(path, lineno, f"task id {row.request_id!r} repeats (first in {seen[row.request_id]})")
-            seen[row.request_id] = f"{path}:{lineno}"
-            tier_rows.append(row)
-        if pin.get("rows") is not None and len(tier_rows) != pin["rows"]:
-            raise SnapshotError(f"{path}: {len(tier_rows)} tasks, pinned {pin['rows']}")
-        per_tier[pin["tier"]] = len(tier_rows)
-        rows.extend(tier_rows)
+    pins = manifest["sources"][data]  # listed in the load order: original, easy, hard
+    files = [check_source(source / pin["file"], pin) for pin in pins]
+    rows, per_tier = map_files([(pin["tier"], source / pin["file"]) for pin in pins])
+    for pin in pins:
+        if pin.get("rows") is not None and per_tier[pin["tier"]] != pin["rows"]:
+            raise SnapshotError(f"{source / pin['file']}: {per_tier[pin['tier']]} tasks, pinned {pin['rows']}")
     unscorable = [r.request_id for r in rows if r.targets[QUESTION_ID].extra["official"]["expected"] is None]
     excluded = [r.request_id for r in rows if "exclude_reason" in r.targets[QUESTION_ID].extra["official"]]
     up = manifest["upstream"]
