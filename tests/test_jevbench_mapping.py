@@ -156,3 +156,16 @@ def test_official_summary_says_which_jevbench_and_that_a_sample_is_synthetic(tmp
     assert b["synthetic"] is True and "not JevBench results" in b["note"] and "PyPI" in b["not_the_same_as"]
     assert out["overall"]["n_attempted"] == 0 and out["overall"]["accuracy"] == 0.0
     assert out["overall"]["n_scorable"] == 20 and len(out["items"]) == 22
+
+
+def test_choice_without_criteria_is_unsupported_by_the_embedded_model_and_counts_wrong(tmp_path):
+    from jevbench_helpers import record
+
+    from jevkedro.models.sparrow import SparrowAdapter
+
+    snap = snapshot_of(tmp_path, [task("easy-intent-01", "choice", ["x", "y"], "y", criteria=None)])
+    question = snap.rows[0].request["questions"]["decision"]
+    assert SparrowAdapter().unsupported_reason("some state", question) == "choice questions need at least two options"
+    preds = {"easy-intent-01": record(None, status="unsupported", error="no question fits the model's limits")}
+    item = official.official_summary(snap, preds)["items"][0]
+    assert item["valid"] is False and item["correct"] is False and item["error"].startswith("unsupported")
