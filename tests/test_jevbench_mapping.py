@@ -169,3 +169,8 @@ def test_choice_without_criteria_is_unsupported_by_the_embedded_model_and_counts
     preds = {"easy-intent-01": record(None, status="unsupported", error="no question fits the model's limits")}
     item = official.official_summary(snap, preds)["items"][0]
     assert item["valid"] is False and item["correct"] is False and item["error"].startswith("unsupported")
+
+
+def test_missing_release_points_to_the_download_step(tmp_path):
+    with pytest.raises(SnapshotError, match="jevkedro.pipelines.jevbench.download --dest"):
+        jevbench.build(tmp_path / "public", data="official")

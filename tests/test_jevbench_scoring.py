@@ -286,3 +286,12 @@ def test_excluded_items_are_asked_but_not_scored(tmp_path):
     o = official.official_summary(snap, preds)["overall"]
     assert (o["n_planned"], o["n_scorable"], o["n_valid"], o["accuracy"]) == (2, 1, 2, 0.0)
     assert o["brier_mean"] == pytest.approx(2.0)  # only the scorable one: (0-1)^2 + (1-0)^2
+
+
+def test_summary_refuses_answers_to_unknown_task_ids(tmp_path):
+    from jevkedro.nodes.snapshot import SnapshotError
+
+    snap = snapshot_of(tmp_path, [task("easy-intent-01", "choice", AB, "a")])
+    with pytest.raises(SnapshotError, match=r"unknown task id\(s\), e.g. \['easy-intent-99'\]"):
+        official.official_summary(snap, {"easy-intent-01": record(choice(a=1.0, b=0.0)),
+                                         "easy-intent-99": record(choice(a=1.0, b=0.0))})

@@ -178,6 +178,10 @@ def build(source: str | Path, view: str = "jevbench", data: str = "official", **
         raise SnapshotError(f"jevbench: no pinned source for data kind {data!r}; known: {sorted(manifest['sources'])}")
     source = Path(source)
     pins = manifest["sources"][data]  # listed in the load order: original, easy, hard
+    for pin in pins:
+        if data == "official" and not (source / pin["file"]).is_file():
+            raise SnapshotError(f"source file not found: {source / pin['file']}; fetch the release with "
+                                f"`python -m jevkedro.pipelines.jevbench.download --dest {source}`")
     files = [check_source(source / pin["file"], pin) for pin in pins]
     rows, per_tier = map_files([(pin["tier"], source / pin["file"]) for pin in pins])
     for pin in pins:

@@ -109,6 +109,9 @@ def _reliability(t: S.ItemTable) -> dict[str, Any]:
 def official_summary(snapshot: Snapshot, predictions: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     up = check_identity(snapshot)
     manifest = family_manifest("jevbench")
+    unknown = sorted(set(predictions) - {row.request_id for row in snapshot.rows})
+    if unknown:  # answers to tasks this snapshot does not plan: another task set, never mixed in
+        raise SnapshotError(f"{snapshot.path}: predictions for {len(unknown)} unknown task id(s), e.g. {unknown[:3]}")
     items = [score_row(row, predictions.get(row.request_id)) for row in snapshot.rows]
     t = S.ItemTable.from_items(items)
     n_labels = np.array([it["n_labels"] for it in items])
