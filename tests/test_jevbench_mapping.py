@@ -10,7 +10,7 @@ import pytest
 from jevbench_helpers import snapshot_of, task
 
 from jevkedro.family import family_manifest
-from jevkedro.nodes.snapshot import SnapshotError, SourceFormatError, commit_dataset, load_snapshot
+from jevkedro.nodes.snapshot import SnapshotError, SourceFormatError, load_snapshot
 from jevkedro.pipelines import jevbench
 from jevkedro.pipelines.jevbench import official
 from jevkedro.registry import built_views
