@@ -179,7 +179,10 @@ def build_question_table(
             reasons.append(why)
             merged = {"type": question["type"], "question": qid, **req_slices, **q_slices.get(qid, {})}
             for key in set(slice_cols) | set(merged):
-                slice_cols.setdefault(key, [None] * n).append(merged.get(key))
+                col = slice_cols.get(key)
+                if col is None:  # not setdefault: its [None] * n default would be built every time (O(n^2))
+                    col = slice_cols[key] = [None] * n
+                col.append(merged.get(key))
             n += 1
     kmax = max(ks, default=1)
     P = np.zeros((n, kmax))
