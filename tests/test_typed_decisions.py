@@ -1,0 +1,343 @@
+"""Typed-Decisions: source mapping on hand-written upstream rows, the family rules with
+hand-computed values, the Unknowns' decisions, count checks, the full-scale synthetic release and
+``kedro run`` on the shipped sample."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+import jevkedro.pipelines.typed_decisions as td
+from jevkedro.family import family_manifest
+from jevkedro.nodes.parquet_source import DATA_KIND_KEY
+from jevkedro.nodes.snapshot import Snapshot, SnapshotError, SourceFormatError, sha256_file
+from jevkedro.nodes.validate import build_question_table
+from jevkedro.pipelines.typed_decisions import synthetic
+
+ROOT = Path(__file__).resolve().parents[1]
+FILE = "all/test-00000-of-00001.parquet"
+
+
+def _row(**over) -> dict:
+    """A hand-written upstream row (JSON-text cells, as in the Parquet file)."""
+    questions = {
+        "action": {"type": "choice", "instructions": "What next?",
+                   "criteria": {"continue": "Go on.", "human_review": None, "observe": None, "stop": None}},
+        "needs_review": {"type": "noul", "instructions": "This trace requires human review.",
+                         "criteria": {"false": "No.", "true": "Yes."}},
+        "outcome": {"type": "choice", "instructions": "Outcome?",
+                    "criteria": {"failure": None, "harmful": None, "partial": None, "success": None}},
+        "risk": {"type": "score", "instructions": "Risk?", "criteria": ["none", "low", "elevated", "high"]},
+        "urgency": {"type": "score", "instructions": "Urgency?", "criteria": ["none", "low", "elevated", "high"]},
+    }
+    gold = {
+        "action": {"type": "choice", "label": "human_review", "confidence": 0.4,
+                   "probabilities": {"continue": 0.4, "human_review": 0.4, "observe": 0.1, "stop": 0.1}},
+        "needs_review": {"type": "noul", "label": "true", "confidence": 0.75, "noul": 0.75,
+                         "probabilities": {"false": 0.25, "true": 0.75}},
+        "outcome": {"type": "choice", "label": "success", "confidence": 0.5,
+                    "probabilities": {"failure": 0.1, "harmful": 0.0, "partial": 0.4, "success": 0.5}},
+        "risk": {"type": "score", "label": "2", "confidence": 1.0, "score": 2.0,
+                 "probabilities": {"0": 0.0, "1": 0.0, "2": 1.0, "3": 0.0}},
+        "urgency": {"type": "score", "label": "1", "confidence": 0.5, "score": 1.5,
+                    "probabilities": {"0": 0.0, "1": 0.5, "2": 0.498, "3": 0.0}},
+    }
+    row = {"id": "agent_trace_observability_000007", "workflow": "agent_trace_observability", "split": "test",
+           "state": json.dumps({"trace": {"steps": 7, "tool_errors": 2}}), "questions": json.dumps(questions),
+           "gold": json.dumps(gold), "factors": json.dumps({"steps": 7}),
+           "label_agreement": json.dumps({q: {"argmax_agree": True} for q in questions}), "n_questions": 5}
+    row.update(over)
+    return row
+
+
+def _write(path: Path, rows: list[dict], marker: str | None = None) -> Path:
+    table = pa.Table.from_pylist(rows)
+    if marker:
+        table = table.replace_schema_metadata({DATA_KIND_KEY: marker})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    return path
+
+
+@pytest.fixture
+def pinned_to(monkeypatch):
+    """Pin the 'official' source to a given file and drop the count pins (for hand-written files)."""
+
+    def pin(path: Path, cases: dict | None = None):
+        manifest = copy.deepcopy(family_manifest("typed_decisions"))
+        manifest["sources"]["official"][0]["sha256"] = sha256_file(path)
+        manifest["release"]["cases_per_workflow"] = cases or {"agent_trace_observability": 1}
+        monkeypatch.setattr(td, "family_manifest", lambda _family: manifest)
+        monkeypatch.setattr(td, "expected_for", lambda *_: {})
+
+    return pin
+
+
+# --- source mapping -------------------------------------------------------------------------
+
+
+def test_row_maps_to_one_request_with_all_five_questions_and_decoded_state():
+    row = td.map_row(Path("x.parquet"), 0, _row())
+    assert row.request_id == "agent_trace_observability_000007"
+    assert row.request["state"] == {"trace": {"steps": 7, "tool_errors": 2}}  # decoded object, not text
+    assert list(row.request["questions"]) == ["action", "needs_review", "outcome", "risk", "urgency"]
+    assert row.request["questions"]["needs_review"] == {
+        "type": "noul", "instructions": "This trace requires human review.", "criteria": {"false": "No.", "true": "Yes."}}
+    sent = json.dumps(row.request)
+    for hidden in ("gold", "factors", "label_agreement", "agent_trace_observability", "probabilities", "split"):
+        assert hidden not in sent
+    assert row.candidates["needs_review"] == ["false", "true"]
+    assert row.candidates["risk"] == ["0", "1", "2", "3"]
+    t = row.targets["needs_review"]
+    assert (t.label, t.probabilities, t.extra["reference_argmax"]) == (1, (0.25, 0.75), 1)
+    # tied gold maximum: the label keeps human_review (1), the card's first-key argmax is continue (0)
+    assert row.targets["action"].label == 1 and row.targets["action"].extra["reference_argmax"] == 0
+    assert row.slices == {"domain": "agent_trace_observability", "language": "en", "difficulty": "unknown"}
+    assert row.source["factors"] == {"steps": 7} and row.source["row"] == 1
+
+
+def test_reference_is_normalised_within_tolerance_and_rejected_beyond():
+    row = td.map_row(Path("x.parquet"), 0, _row())
+    # urgency sums to 0.998: divided by the sum
+    assert row.targets["urgency"].probabilities == pytest.approx((0.0, 0.5 / 0.998, 0.498 / 0.998, 0.0))
+    assert sum(row.targets["urgency"].probabilities) == pytest.approx(1.0)
+    gold = json.loads(_row()["gold"])
+    gold["urgency"]["probabilities"]["2"] = 0.48  # sum 0.98: beyond 1 ± 0.01
+    with pytest.raises(SourceFormatError, match=r"x.parquet:row 4: question 'urgency'.*sum to 0.98"):
+        td.map_row(Path("x.parquet"), 3, _row(gold=json.dumps(gold)))
+
+
+@pytest.mark.parametrize("state", ['"a plain string"', "[1, 2]", "not json at all"])
+def test_state_that_is_not_a_json_object_is_rejected(state):
+    with pytest.raises(SourceFormatError, match=r"row 1: .*state"):
+        td.map_row(Path("x.parquet"), 0, _row(state=state))
+
+
+def test_bad_rows_name_file_and_row():
+    with pytest.raises(SourceFormatError, match=r"row 2: split is 'train'"):
+        td.map_row(Path("x.parquet"), 1, _row(split="train"))
+    with pytest.raises(SourceFormatError, match=r"gold label 'maybe'"):
+        gold = json.loads(_row()["gold"])
+        gold["needs_review"]["label"] = "maybe"
+        td.map_row(Path("x.parquet"), 0, _row(gold=json.dumps(gold)))
+    with pytest.raises(SourceFormatError, match=r"n_questions is 4"):
+        td.map_row(Path("x.parquet"), 0, _row(n_questions=4))
+
+
+def test_other_workflows_accept_any_question_ids():
+    """Unknown 4: the ids of three workflows are not known; any ids are mapped as given."""
+    questions = {"pay": {"type": "noul", "instructions": "Pay now.", "criteria": {"false": "No", "true": "Yes"}}}
+    gold = {"pay": {"type": "noul", "label": False, "probabilities": {"false": 0.8, "true": 0.2}}}
+    row = td.map_row(Path("x.parquet"), 0, _row(id="invoice_processing_000042", workflow="invoice_processing",
+                                                questions=json.dumps(questions), gold=json.dumps(gold), n_questions=1))
+    assert row.targets["pay"].label == 0 and row.slices["domain"] == "invoice_processing"
+
+
+def test_official_release_file_read_with_unknown_columns_ignored(tmp_path, pinned_to):
+    """Unknown 2: required columns checked; factors/label_agreement optional; extra (flat answer)
+    columns ignored and listed."""
+    rows = [_row(action_label="human_review")]
+    for r in rows:
+        del r["label_agreement"]
+    path = _write(tmp_path / FILE, rows)
+    pinned_to(path)
+    pv = td.build(tmp_path, data="official")
+    assert pv.notes["ignored_columns"] == ["action_label"]
+    assert pv.notes["missing_optional_columns"] == ["label_agreement"]
+    assert pv.sources[0].sha256 == sha256_file(path) and pv.sources[0].info["revision"] == td.family_manifest(
+        "typed_decisions")["upstream"]["revision"]
+    assert [r.request_id for r in pv.rows] == ["agent_trace_observability_000007"]
+    bad = _row()
+    del bad["gold"]
+    _write(tmp_path / FILE, [bad])
+    pinned_to(tmp_path / FILE)
+    with pytest.raises(SourceFormatError, match=r"missing column\(s\) \['gold'\]"):
+        td.build(tmp_path, data="official")
+
+
+def test_official_hash_mismatch_names_the_pinned_revision(tmp_path):
+    """Unknown 1: the pinned revision's file hash is verified on every preparation."""
+    _write(tmp_path / FILE, [_row()])
+    with pytest.raises(SnapshotError, match=r"does not match the pinned 4f294f21.*pinned revision is d0e2f0c4"):
+        td.build(tmp_path, data="official")
+
+
+def test_intern_decision_reencoding_is_not_accepted(tmp_path, pinned_to):
+    row = _row()
+    row["targets"] = row.pop("gold")
+    pinned_to(_write(tmp_path / FILE, [row]))
+    with pytest.raises(SourceFormatError, match="Intern-Decision"):
+        td.build(tmp_path, data="official")
+    jsonl_only = tmp_path / "jsonl"
+    jsonl_only.mkdir()
+    (jsonl_only / "test.jsonl").write_text("{}\n")
+    with pytest.raises(SnapshotError, match="Intern-Decision"):
+        td.build(jsonl_only, data="official")
+
+
+def test_synthetic_files_are_never_taken_for_the_release(tmp_path, pinned_to):
+    marked = _write(tmp_path / "a" / FILE, [_row()], marker="synthetic")
+    pinned_to(marked)
+    with pytest.raises(SnapshotError, match="not the upstream release"):
+        td.build(tmp_path / "a", data="official")
+    unmarked = _write(tmp_path / "b" / FILE, [_row()])
+    with pytest.raises(SnapshotError, match="carries no jevkedro marker"):
+        td.build(tmp_path / "b", data="synthetic")
+    del unmarked
+
+
+# --- scoring rules ---------------------------------------------------------------------------
+
+
+def _snapshot(rows, data="official") -> Snapshot:
+    return Snapshot("typed_decisions", Path("x.tsv"), {"data": data}, rows, "0" * 64)
+
+
+def _three_question_case():
+    row = _row()
+    keep = ("needs_review", "action", "risk")
+    q, g = json.loads(row["questions"]), json.loads(row["gold"])
+    return td.map_row(Path("x.parquet"), 0, _row(questions=json.dumps({k: q[k] for k in keep}),
+                                                 gold=json.dumps({k: g[k] for k in keep}), n_questions=3))
+
+
+def test_noul_half_half_tie_goes_to_false():
+    """Unknown 8: candidates false, true; P = 0.5 -> argmax false."""
+    row = _three_question_case()
+    answers = {"needs_review": {"noul": 0.5},
+               "action": {"probabilities": {"continue": 0.5, "human_review": 0.3, "observe": 0.1, "stop": 0.1}},
+               "risk": {"probabilities": {"0": 0.0, "1": 0.0, "2": 1.0, "3": 0.0}}}
+    table = build_question_table([row], {row.request_id: {"status": "ok", "response": {"answers": answers}}})
+    i = table.question_id.tolist().index("needs_review")
+    assert table.P[i, :2].tolist() == [0.5, 0.5] and table.label[i] == 1  # label true, argmax false: a miss
+    report = td.evaluate(_snapshot([row]), table, {row.request_id: {"model": "m"}})
+    assert report["groups"]["task"]["needs_review"]["accuracy"] == 0.0
+
+
+def test_official_report_hand_computed():
+    row = _three_question_case()
+    answers = {"needs_review": {"noul": 0.5},
+               "action": {"probabilities": {"continue": 0.5, "human_review": 0.3, "observe": 0.1, "stop": 0.1}},
+               "risk": {"probabilities": {"0": 0.0, "1": 0.0, "2": 1.0, "3": 0.0}}}
+    preds = {row.request_id: {"status": "ok", "response": {"answers": answers}, "model": "some-general-model"}}
+    table = build_question_table([row], preds)
+    off = td.evaluate(_snapshot([row]), table, preds)
+    assert off["scorer"] == "jevalkit-decision-protocol-v1" and off["upstream_program_ran"] is False
+    assert off["data"] == "official" and "agreement with the teacher" in off["teacher_agreement"]["note"]
+    # needs_review: y=(.25,.75), p=(.5,.5), label true -> miss
+    kl_nr = 0.25 * math.log(0.25 / 0.5) + 0.75 * math.log(0.75 / 0.5)
+    ce_nr = math.log(2)
+    # action: y=(.4,.4,.1,.1), p=(.5,.3,.1,.1), label human_review -> miss; card (first key continue) -> hit
+    kl_ac = 0.4 * math.log(0.4 / 0.5) + 0.4 * math.log(0.4 / 0.3)
+    ce_ac = -(0.4 * math.log(0.5) + 0.4 * math.log(0.3) + 0.2 * math.log(0.1))
+    # risk: y = p = one-hot level 2 -> hit, KL 0, Brier 0, CE 0
+    ta = off["teacher_agreement"]["overall"]
+    assert ta["label_accuracy"] == pytest.approx(1 / 3)
+    assert ta["kl_to_reference"] == pytest.approx((kl_nr + kl_ac) / 3)
+    assert ta["brier"] == pytest.approx((0.125 + 0.02) / 3)
+    assert ta["cross_entropy"] == pytest.approx((ce_nr + ce_ac) / 3)
+    overall = off["groups"]["overall"]
+    assert overall["accuracy"] == pytest.approx(1 / 3)
+    assert overall["hard_nll"] == pytest.approx((math.log(2) - math.log(0.3)) / 3)  # against the explicit label
+    assert overall["hard_brier"] == pytest.approx((0.5 + 0.76) / 3)
+    assert overall["soft_kl"] == pytest.approx((kl_nr + kl_ac) / 3)
+    # reference ECE (Unknown 3): 15 equal-width bins, explicit-label correctness:
+    # conf .5 (miss), .5 (miss) share a bin -> 2/3 * .5; conf 1 (hit) -> 0
+    assert overall["reference_ece"] == pytest.approx(1 / 3) and off["ece_method"] == "equal_width"
+    # card-compatible secondary (Unknown 9): first-key argmax; 10 bins; .5 bin has 1 hit of 2 -> 0
+    card = off["card_compatible"]["overall"]
+    assert card["argmax_accuracy"] == pytest.approx(2 / 3) and card["ece_10_bins"] == pytest.approx(0.0)
+    assert off["label_differs_from_reference_argmax"] == 1
+    # Unknown 6: task = question id, difficulty "unknown", domain = workflow, language en
+    assert set(off["groups"]["task"]) == {"action", "needs_review", "risk"}
+    assert list(off["groups"]["difficulty"]) == ["unknown"] and list(off["groups"]["language"]) == ["en"]
+    assert list(off["groups"]["domain"]) == ["agent_trace_observability"]
+    assert off["exposure"]["class"] == "general"
+
+
+def test_unanswered_questions_count_as_misses_and_fitted_models_are_marked():
+    row = _three_question_case()
+    preds = {row.request_id: {"status": "unsupported", "model": "convaiinnovations/laya-typed-decisions"}}
+    table = build_question_table([row], preds)
+    off = td.evaluate(_snapshot([row]), table, preds)
+    ta = off["teacher_agreement"]["overall"]
+    assert (ta["label_accuracy"], ta["label_accuracy_n"], ta["probability_n"], ta["kl_to_reference"]) == (0.0, 3, 0, None)
+    assert off["exposure"]["class"] == "fitted"
+
+
+# --- counts, synthetic releases, shipped sample -----------------------------------------------
+
+
+def test_full_scale_synthetic_release_reproduces_the_published_counts(tmp_path):
+    synthetic.write_release(tmp_path / "rel")
+    (manifest,) = td.prepare(tmp_path / "snap", tmp_path / "rel", data="synthetic")
+    assert manifest["data"] == "synthetic"
+    assert manifest["counts"] == {"inputs": 400, "questions": 2000,
+                                  "by_type": {"choice": 800, "noul": 400, "score": 800}}
+
+
+def test_count_checks_fail_naming_what_differs(tmp_path):
+    synthetic.write_release(tmp_path / "small", cases_per_workflow=2)
+    with pytest.raises(SnapshotError, match=r"agent_trace_observability: found 2, expected 100"):
+        td.prepare(tmp_path / "snap", tmp_path / "small", data="synthetic")
+    rows = synthetic.generate_rows(100)
+    q, g = json.loads(rows[0]["questions"]), json.loads(rows[0]["gold"])
+    del q["urgency"], g["urgency"]
+    rows[0].update(questions=json.dumps(q), gold=json.dumps(g), n_questions=4)
+    _write(tmp_path / "short" / FILE, rows, marker="synthetic")
+    with pytest.raises(SnapshotError, match=r"counts differ from the manifest: questions: found 1999, expected 2000"):
+        td.prepare(tmp_path / "snap", tmp_path / "short", data="synthetic")
+    assert not (tmp_path / "snap" / "typed_decisions.tsv").exists()
+
+
+def test_shipped_sample_is_pinned_marked_and_reproducible(tmp_path):
+    params = yaml.safe_load((ROOT / "conf/base/parameters_typed_decisions.yml").read_text())["typed_decisions"]
+    assert params["prepare"]["data"] == "sample"
+    (manifest,) = td.prepare(tmp_path, ROOT / params["prepare"]["source"], data="sample")
+    assert manifest["data"] == "sample" and "SYNTHETIC" in manifest["notes"]["data_kind"]
+    assert manifest["snapshot"]["sha256"] == family_manifest("typed_decisions")["views"]["typed_decisions"][
+        "snapshot_sha256"]["sample"]
+    shipped = pq.read_table(ROOT / params["prepare"]["source"] / FILE)
+    assert shipped.schema.metadata[DATA_KIND_KEY.encode()] == b"sample"
+    assert shipped.to_pylist() == synthetic.generate_rows(2, ties_at_least=1)
+    ref = [t.extra["reference_argmax"] != t.label for r in td.build(ROOT / params["prepare"]["source"],
+                                                                      data="sample").rows for t in r.targets.values()]
+    assert any(ref)  # the sample exercises a label/argmax disagreement
+
+
+# --- end to end ------------------------------------------------------------------------------
+
+
+def test_kedro_run_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
+    from kedro_run_helper import kedro_run, make_project, mlflow_tags, report, write_replay
+
+    project = make_project(tmp_path, ["typed_decisions"])
+    kedro_run(project, "typed_decisions")
+    rep = report(project, "sparrow-nano-general-v1.1", "typed_decisions")
+    assert rep["data"] == "sample" and rep["coverage"]["questions"] == 40
+    assert rep["coverage"]["by_status"]["ok"] + rep["coverage"]["by_status"]["unsupported"] == 40
+    assert rep["official"]["scorer"] == "jevalkit-decision-protocol-v1"
+
+    def first_candidate(question, candidates):  # all mass on the first candidate (noul: false)
+        if question["type"] == "noul":
+            return {"noul": 0.0}
+        return {"probabilities": {c: float(i == 0) for i, c in enumerate(candidates)}}
+
+    replay = write_replay(project, "typed_decisions", first_candidate, tmp_path / "answers.jsonl")
+    kedro_run(project, "typed_decisions", f"model.adapter=replay,model.path={replay},model.name=first-candidate")
+    rep = report(project, "first-candidate", "typed_decisions")
+    pv = td.build(project / "data/01_raw/typed_decisions/sample", data="sample")
+    labels = [t.label for r in pv.rows for t in r.targets.values()]
+    assert rep["metrics"]["overall"]["accuracy"] == pytest.approx(np.mean([lab == 0 for lab in labels]))
+    assert rep["official"]["teacher_agreement"]["overall"]["label_accuracy"] == rep["metrics"]["overall"]["accuracy"]
+    tags = mlflow_tags(project)
+    assert {t["model"] for t in tags} == {"sparrow-nano-general-v1.1", "first-candidate"}
+    assert {t["data"] for t in tags} == {"sample"}
