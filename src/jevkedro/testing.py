@@ -117,6 +117,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         srv = self.server
+        with srv.lock:
+            srv.inflight += 1
+            srv.max_inflight = max(srv.max_inflight, srv.inflight)
+        try:
+            self._post()
+        finally:
+            with srv.lock:
+                srv.inflight -= 1
+
+    def _post(self) -> None:
+        srv = self.server
         body, n_images = self._read_body()
         path = self.path.rstrip("/")
         state = body.get("state")
@@ -205,6 +216,7 @@ class LoopbackServer:
         self.httpd.lock = threading.Lock()
         self.httpd.counts = Counter()
         self.httpd.total = 0
+        self.httpd.inflight = self.httpd.max_inflight = 0
         self.httpd.bodies, self.httpd.auth_headers, self.httpd.image_counts, self.httpd.image_bytes = [], [], [], []
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 

@@ -106,7 +106,7 @@ def _client(engine: EngineSettings):
 
 
 def run_distributed(snapshot: Snapshot, plog: PredictionLog, engine: EngineSettings, settings: dict[str, Any],
-                    digest: str, kind: str) -> tuple[int, int, str | None]:
+                    digest: str, adapter: Adapter) -> tuple[int, int, str | None]:
     """Shard the missing requests over Dask workers; returns (asked, reused, stopped)."""
     from distributed import as_completed
 
@@ -121,7 +121,7 @@ def run_distributed(snapshot: Snapshot, plog: PredictionLog, engine: EngineSetti
             shards.setdefault(shard_of(pos, engine.shard_size), []).append((rid, req))
     asked = sum(len(v) for v in shards.values())
     log.info("%s: %d requests, %d already answered, %d to ask in %d shards on dask (%s)",
-             snapshot.view, len(snapshot.rows), len(done), asked, len(shards), kind)
+             snapshot.view, len(snapshot.rows), len(done), asked, len(shards), adapter.kind)
     if not shards:
         return 0, len(done), None
     folder.mkdir(parents=True, exist_ok=True)
@@ -146,7 +146,7 @@ def run_distributed(snapshot: Snapshot, plog: PredictionLog, engine: EngineSetti
                 for rid, _ in items:
                     plog.append(_record(rid, AdapterResult(status="unattempted",
                                                            error=f"shard {k} failed: {type(exc).__name__}: {exc}"),
-                                        None, snapshot.sha256, False))
+                                        None, snapshot.sha256, False, adapter.probability_source))
                 progress.update(len(items))
                 continue
             for line in Path(result["path"]).read_text(encoding="utf-8").splitlines():
@@ -160,7 +160,7 @@ def run_distributed(snapshot: Snapshot, plog: PredictionLog, engine: EngineSetti
             fut.cancel()
             for rid, _ in items:
                 plog.append(_record(rid, AdapterResult(status="unattempted", error=f"run stopped: {stopped}"),
-                                    None, snapshot.sha256, False))
+                                    None, snapshot.sha256, False, adapter.probability_source))
     finally:
         client.close()
         if cluster is not None:

@@ -503,7 +503,7 @@ def run_inference(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog,
             if adapter_settings is None:
                 raise ValueError("the dask executor needs the model settings to build adapters in its workers")
             asked, reused, stopped = run_distributed(snapshot, plog, engine, dict(adapter_settings),
-                                                     identity_digest(identity), adapter.kind)
+                                                     identity_digest(identity), adapter)
         else:
             done = plog.done(snapshot.sha256)
             todo = [(rid, req) for rid, req in snapshot.requests() if rid not in done]
