@@ -65,7 +65,16 @@ def _worker_adapter(settings: dict[str, Any]) -> Adapter:
 
 def run_shard(settings: dict[str, Any], items: list[tuple[str, dict[str, Any]]], shard_path: str,
               sha: str) -> dict[str, Any]:
-    """Dask task: ask one shard's requests and write its records to ``shard_path`` atomically."""
+    """Dask task: ask one shard's requests and write its records to ``shard_path`` atomically.
+
+    If the file is already there the shard was finished by an earlier attempt of this task (Dask
+    recomputes a finished task whose result lived on a worker that died): nothing is asked again.
+    """
+    done = Path(shard_path)
+    if done.is_file():
+        lines = done.read_text(encoding="utf-8").splitlines()
+        stopped = next((json.loads(x)["error"] for x in lines if json.loads(x)["status"] == "unattempted"), None)
+        return {"path": shard_path, "n": len(lines), "stopped": stopped}
     adapter = _worker_adapter(settings)
     engine = EngineSettings.from_model(settings)
     records: list[dict[str, Any]] = []
