@@ -74,6 +74,8 @@ def system_one_answers(questions: dict[str, Any]) -> dict[str, Any]:
 class _Handler(BaseHTTPRequestHandler):
     server: "_Server"
     protocol_version = "HTTP/1.1"
+    # Headers and body are separate writes: without this, Nagle + delayed ACK add ~40 ms per answer.
+    disable_nagle_algorithm = True
 
     def log_message(self, *args: Any) -> None:  # keep test output quiet
         pass
@@ -281,3 +283,19 @@ def synthetic_snapshot(root: str | Path, rows: list[SnapshotRow], view: str = "s
     commit_dataset(PreparedView(view=view, family="synthetic", data="synthetic", rows=rows, sources=[],
                                 scoring={"note": "synthetic rows for engine tests"}), root)
     return verify_snapshot_bytes(load_snapshot(root, view))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m jevkedro.testing --delay-s 0.02``: serve until killed, printing the endpoint first."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--delay-s", type=float, default=0.0)
+    args = parser.parse_args(argv)
+    srv = LoopbackServer(delay_s=args.delay_s)
+    print(srv.endpoint, flush=True)
+    srv.httpd.serve_forever(poll_interval=0.05)
+
+
+if __name__ == "__main__":
+    main()
