@@ -11,10 +11,15 @@ from jevkedro.models.base import Adapter, AdapterResult, StopRun
 ADAPTERS: dict[str, str] = {
     "sparrow": "jevkedro.models.sparrow:SparrowAdapter",
     "replay": "jevkedro.models.replay:ReplayAdapter",
+    "systemone": "jevkedro.models.systemone:SystemOneAdapter",
+    "openai_compat": "jevkedro.models.openai_compat:OpenAICompatAdapter",
+    "minilm": "jevkedro.models.minilm:MiniLMAdapter",
 }
 
 # Settings that configure the engine or name the run rather than the adapter.
-ENGINE_KEYS = {"adapter", "name", "concurrency", "batch_size", "retry", "progress"}
+ENGINE_KEYS = {"adapter", "name", "concurrency", "batch_size", "retry", "progress",
+               "max_consecutive_failures", "fsync", "fsync_interval_s", "price_input_per_1m",
+               "price_output_per_1m", "executor", "workers", "scheduler", "shard_size"}
 
 
 def make_adapter(settings: dict[str, Any]) -> Adapter:

@@ -14,6 +14,9 @@ from typing import Any
 
 # Request-level outcomes written to the predictions log.
 STATUSES = ("ok", "unsupported", "error", "unattempted")
+# Why a request ended in ``error`` (AdapterResult.failure).
+FAILURE_KINDS = ("timeout", "connection", "server", "malformed", "request")
+INFRASTRUCTURE_FAILURES = frozenset({"timeout", "connection", "server", "malformed"})
 
 
 @dataclass
@@ -24,6 +27,13 @@ class AdapterResult:
     (the adapter cannot represent the request, nothing was sent), ``error`` (the call failed for
     this request). ``unsupported_questions`` lists questions of an ``ok`` request that the
     adapter could not represent (they were not asked and count as unsupported).
+
+    Remote adapters also fill: ``raw`` (the response body exactly as received, decoded as UTF-8
+    text; kept even when it is not JSON, while ``response`` holds the parsed body), ``http_status``,
+    ``server_request_id`` (the ``x-typesafe-request-id`` header) and, for errors, ``failure``:
+    one of ``FAILURE_KINDS``. ``timeout``, ``connection``, ``server`` and ``malformed`` are
+    infrastructure failures (the engine stops after a configured number in a row); ``request``
+    (a 413/422 for this one request) is not.
     """
 
     status: str
@@ -33,13 +43,29 @@ class AdapterResult:
     error: str | None = None
     unsupported_questions: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    raw: str | None = None
+    http_status: int | None = None
+    server_request_id: str | None = None
+    failure: str | None = None
+
+    @property
+    def infrastructure_failure(self) -> bool:
+        return self.status == "error" and self.failure in INFRASTRUCTURE_FAILURES
 
 
 class StopRun(RuntimeError):
     """Raised by an adapter when the whole run must stop (e.g. bad credentials, rate limit).
 
     Requests not yet answered are recorded as ``unattempted``, never as wrong answers.
+    ``http_status`` and ``retry_after`` (seconds, from a ``retry-after`` header) let the engine's
+    retry policy decide whether a 429 is waited out instead.
     """
+
+    def __init__(self, message: str = "", *, http_status: int | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.http_status = http_status
+        self.retry_after = retry_after
 
 
 class Adapter(ABC):
@@ -47,13 +73,19 @@ class Adapter(ABC):
 
     Subclasses set ``kind`` (the adapter name used in ``model.adapter``), ``probability_source``
     (``native`` for System One style runtimes, ``verbalized`` for models that write probabilities)
-    ``resumable`` (whether answers from an earlier run may be reused) and ``measures_latency``.
+    ``resumable`` (whether answers from an earlier run may be reused) and ``measures_latency``
+    (False where a call does not run the model, e.g. replay). ``remote`` adapters
+    (HTTP clients) are called from ``model.concurrency`` threads at once; local ones are called
+    in batches of ``model.batch_size`` (default ``default_batch_size``) through
+    :meth:`answer_batch`.
     """
 
     kind: str = "base"
     probability_source: str = "native"
     resumable: bool = True
-    measures_latency: bool = True  # False where a call does not run the model (replay)
+    measures_latency: bool = True
+    remote: bool = False
+    default_batch_size: int = 1
 
     def __init__(self, **settings: Any) -> None:
         self.settings = settings
@@ -76,3 +108,7 @@ class Adapter(ABC):
     @abstractmethod
     def answer(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
         """Answer one request; time spent here is the request's latency."""
+
+    def answer_batch(self, items: list[tuple[str, dict[str, Any]]]) -> list[AdapterResult]:
+        """Answer several requests in one go (local runtimes override this to batch the forward pass)."""
+        return [self.answer(rid, request) for rid, request in items]

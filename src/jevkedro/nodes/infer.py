@@ -1,24 +1,53 @@
 """The inference engine: ask a model every request of a verified snapshot, resumably.
 
 Predictions live in an append-only JSONL log per model and view, one line per request answered:
-``request_id``, ``status`` (ok/unsupported/error/unattempted), ``response`` (the raw body as
+``request_id``, ``status`` (ok/unsupported/error/unattempted), ``response`` (the parsed body as
 returned), ``latency_s``, ``model`` (resolved id), ``usage``, ``error``,
-``unsupported_questions``, ``snapshot_sha256``, ``first`` (first timed request of its run).
+``unsupported_questions``, ``snapshot_sha256``, ``first`` (first timed request of its process),
+``probability_source`` (``native``/``verbalized``), ``cost_usd``; remote adapters add
+``raw_response`` (the body text exactly as received), ``http_status``, ``server_request_id``
+(``x-typesafe-request-id``), ``failure`` (why an error happened) and ``attempts``.
 
-Each line is written and flushed as its answer arrives, so a killed run loses at most the request
-in flight; a torn last line is dropped when the log is reopened. A rerun with the same model on
-the same snapshot asks only what has no final line yet (``ok`` and ``unsupported`` are final;
-``error`` and ``unattempted`` are asked again).
+**Crash safety.** Each line is written and flushed as its answer arrives (one ``write`` per line,
+so a killed process leaves at most one torn last line, dropped when the log is reopened);
+``model.fsync`` decides how often the file is also fsynced (``always``, ``interval`` = at most
+every ``fsync_interval_s`` seconds, the default, or ``never``) — that only matters for a machine
+crash, not a killed process. A rerun with the same model on the same snapshot asks only what has
+no final line yet (``ok`` and ``unsupported`` are final; ``error`` and ``unattempted`` are asked
+again), and the log is compacted to one line per request at the end of every run.
+
+**Execution.** Remote adapters are called from ``model.concurrency`` threads, with at most that
+many requests in flight; local adapters are called in batches of ``model.batch_size``. With
+``model.executor=dask`` the requests are sharded over Dask workers (:mod:`jevkedro.nodes.distributed`).
+
+**Stop rules** (wire_protocol §7): 401, 403 and 429 stop the run (a 429 may first be waited out
+if the retry policy says so); ``model.max_consecutive_failures`` (3) infrastructure failures in a
+row (timeouts, dropped connections, 5xx, malformed bodies) stop it. Requests not attempted are
+recorded ``unattempted`` with the reason, never as wrong answers. A 413/422 is an ``error`` for
+that request only.
+
+**Retry policy** (``model.retry``, recorded in ``run.json``): ``max_attempts`` (1 = no retries,
+JevBench's policy), ``kinds`` (any of ``429``, ``5xx``, ``timeout``, ``connection``), ``backoff_s``
+(doubling per attempt) capped at ``backoff_max_s``; a ``retry-after`` header wins over the backoff.
+
+**Cost** per request = ``input_tokens × price_input_per_1m / 1e6 + output_tokens ×
+price_output_per_1m / 1e6`` from the measured ``usage``; null when the usage or a needed price is
+unknown (an unknown output price is not needed when no output tokens were used), never 0.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+import shutil
+import threading
 import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterable, Mapping
 
 from jevkedro.models import Adapter, AdapterResult, StopRun, make_adapter
 from jevkedro.nodes.snapshot import Snapshot, atomic_write_bytes
@@ -26,6 +55,11 @@ from jevkedro.nodes.snapshot import Snapshot, atomic_write_bytes
 log = logging.getLogger(__name__)
 
 FINAL_STATUSES = {"ok", "unsupported"}
+FSYNC_POLICIES = ("always", "interval", "never")
+
+
+class PredictionLogError(ValueError):
+    """A predictions log line that is not a record (names file and line)."""
 
 
 class PredictionLog:
@@ -36,8 +70,21 @@ class PredictionLog:
         self.meta_path = self.path.with_name("run.json")
         self.records: dict[str, dict[str, Any]] = {}
         self._fh = None
+        self.fsync_policy = "interval"
+        self.fsync_interval_s = 1.0
+        self._last_sync = 0.0
         if self.path.is_file():
             self._load()
+
+    @property
+    def shards_dir(self) -> Path:
+        """Where distributed runs keep their per-shard files (beside the log)."""
+        return self.path.with_name("shards")
+
+    def configure(self, fsync: str = "interval", fsync_interval_s: float = 1.0) -> None:
+        if fsync not in FSYNC_POLICIES:
+            raise ValueError(f"model.fsync must be one of {FSYNC_POLICIES}, got {fsync!r}")
+        self.fsync_policy, self.fsync_interval_s = fsync, float(fsync_interval_s)
 
     def _load(self) -> None:
         raw = self.path.read_bytes()
@@ -46,10 +93,14 @@ class PredictionLog:
             log.warning("%s: dropping a torn last line (%d bytes)", self.path, len(raw) - end)
             with open(self.path, "r+b") as fh:
                 fh.truncate(end)
-        for line in raw[:end].decode("utf-8").splitlines():
+        for lineno, line in enumerate(raw[:end].decode("utf-8").splitlines(), start=1):
             if line.strip():
-                rec = json.loads(line)
-                self.records[rec["request_id"]] = rec  # later lines win
+                try:
+                    rec = json.loads(line)
+                    rid = rec["request_id"]
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise PredictionLogError(f"{self.path}:{lineno}: not a prediction record ({exc})") from None
+                self.records[rid] = rec  # later lines win
 
     def meta(self) -> dict[str, Any] | None:
         if self.meta_path.is_file():
@@ -63,6 +114,7 @@ class PredictionLog:
         self.close()
         self.records.clear()
         self.path.unlink(missing_ok=True)
+        shutil.rmtree(self.shards_dir, ignore_errors=True)
 
     def done(self, snapshot_sha256: str) -> set[str]:
         return {rid for rid, r in self.records.items()
@@ -72,8 +124,14 @@ class PredictionLog:
         if self._fh is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = open(self.path, "a", encoding="utf-8")
+        # One write per complete line: a kill leaves whole lines plus at most one torn tail.
         self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
         self._fh.flush()
+        now = time.monotonic()
+        if self.fsync_policy == "always" or (self.fsync_policy == "interval"
+                                             and now - self._last_sync >= self.fsync_interval_s):
+            os.fsync(self._fh.fileno())
+            self._last_sync = now
         self.records[record["request_id"]] = record
 
     def sync(self) -> None:
@@ -94,8 +152,162 @@ class PredictionLog:
         atomic_write_bytes(self.path, ("\n".join(lines) + ("\n" if lines else "")).encode("utf-8"))
 
 
-def _record(rid: str, result: AdapterResult, latency: float | None, sha: str, first: bool) -> dict[str, Any]:
-    return {
+# -- settings -----------------------------------------------------------------------------------
+
+RETRY_KINDS = ("429", "5xx", "timeout", "connection")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Which failures are tried again, how often and after how long (see the module docstring)."""
+
+    max_attempts: int = 1
+    kinds: tuple[str, ...] = RETRY_KINDS
+    backoff_s: float = 1.0
+    backoff_max_s: float = 30.0
+
+    @classmethod
+    def from_setting(cls, value: Any) -> "RetryPolicy":
+        if value is None:
+            return cls()
+        if not isinstance(value, Mapping):
+            raise ValueError(f"model.retry must be a mapping (max_attempts, kinds, backoff_s, backoff_max_s), got {value!r}")
+        unknown = set(value) - {"max_attempts", "kinds", "backoff_s", "backoff_max_s"}
+        if unknown:
+            raise ValueError(f"model.retry has unknown keys {sorted(unknown)}")
+        kinds = value.get("kinds", RETRY_KINDS)
+        kinds = tuple(str(x) for x in ([kinds] if isinstance(kinds, (str, int)) else kinds))
+        bad = set(kinds) - set(RETRY_KINDS)
+        if bad:
+            raise ValueError(f"model.retry.kinds: unknown kinds {sorted(bad)}; known: {RETRY_KINDS}")
+        policy = cls(int(value.get("max_attempts", 1)), kinds, float(value.get("backoff_s", 1.0)),
+                     float(value.get("backoff_max_s", 30.0)))
+        if policy.max_attempts < 1:
+            raise ValueError("model.retry.max_attempts must be at least 1 (1 = no retries)")
+        return policy
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        if retry_after is not None:
+            return min(retry_after, self.backoff_max_s)
+        return min(self.backoff_s * 2 ** (attempt - 1), self.backoff_max_s)
+
+
+def retry_kind(result: AdapterResult | None, stop: StopRun | None) -> str | None:
+    """The retry class of a failed attempt (None: not retryable by any policy)."""
+    if stop is not None:
+        return "429" if stop.http_status == 429 else None
+    if result is None or result.status != "error":
+        return None
+    if result.failure == "server" and (result.http_status or 0) >= 500:
+        return "5xx"
+    if result.failure in ("timeout", "connection"):
+        return result.failure
+    return None
+
+
+@dataclass(frozen=True)
+class Tariff:
+    """USD per million tokens; None = unknown."""
+
+    input_per_1m: float | None = None
+    output_per_1m: float | None = None
+
+    def cost(self, usage: Any) -> float | None:
+        if not isinstance(usage, Mapping) or self.input_per_1m is None:
+            return None
+        tokens_in, tokens_out = usage.get("input_tokens"), usage.get("output_tokens") or 0
+        if not isinstance(tokens_in, (int, float)) or not isinstance(tokens_out, (int, float)):
+            return None
+        if tokens_out and self.output_per_1m is None:
+            return None
+        return tokens_in * self.input_per_1m / 1e6 + tokens_out * (self.output_per_1m or 0.0) / 1e6
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None or value == "" else float(value)
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """How the engine runs (from ``params:model``); recorded in ``run.json``."""
+
+    concurrency: int = 1
+    batch_size: int | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    max_consecutive_failures: int = 3
+    fsync: str = "interval"
+    fsync_interval_s: float = 1.0
+    progress_s: float = 5.0
+    tariff: Tariff = field(default_factory=Tariff)
+    executor: str = "local"
+    workers: int = 2
+    scheduler: str | None = None
+    shard_size: int = 64
+
+    @classmethod
+    def from_model(cls, model: Mapping[str, Any]) -> "EngineSettings":
+        m = {k: v for k, v in model.items() if v is not None}
+        progress = m.get("progress", 5.0)
+        engine = cls(
+            concurrency=int(m.get("concurrency", 1)),
+            batch_size=int(m["batch_size"]) if m.get("batch_size") else None,
+            retry=RetryPolicy.from_setting(m.get("retry")),
+            max_consecutive_failures=int(m.get("max_consecutive_failures", 3)),
+            fsync=str(m.get("fsync", "interval")),
+            fsync_interval_s=float(m.get("fsync_interval_s", 1.0)),
+            progress_s=0.0 if progress is False else float(progress),
+            tariff=Tariff(_opt_float(m.get("price_input_per_1m")), _opt_float(m.get("price_output_per_1m"))),
+            executor=str(m.get("executor", "local")),
+            workers=int(m.get("workers", 2)),
+            scheduler=m.get("scheduler") or None,
+            shard_size=int(m.get("shard_size", 64)),
+        )
+        if engine.concurrency < 1 or engine.shard_size < 1 or engine.workers < 1:
+            raise ValueError("model.concurrency, model.workers and model.shard_size must be at least 1")
+        if engine.executor not in ("local", "dask"):
+            raise ValueError(f"model.executor must be 'local' or 'dask', got {engine.executor!r}")
+        if engine.fsync not in FSYNC_POLICIES:
+            raise ValueError(f"model.fsync must be one of {FSYNC_POLICIES}, got {engine.fsync!r}")
+        return engine
+
+    def to_meta(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["retry"]["kinds"] = list(self.retry.kinds)
+        return out
+
+
+# -- progress -----------------------------------------------------------------------------------
+
+class Progress:
+    """Logs done/total, rate and ETA at most every ``every_s`` seconds (0 = only at the end)."""
+
+    def __init__(self, total: int, label: str, every_s: float = 5.0) -> None:
+        self.total, self.label, self.every_s = total, label, every_s
+        self.done = 0
+        self.start = self.last = time.perf_counter()
+
+    def line(self) -> str:
+        elapsed = max(time.perf_counter() - self.start, 1e-9)
+        rate = self.done / elapsed
+        eta = (self.total - self.done) / rate if rate else float("inf")
+        pct = 100.0 * self.done / self.total if self.total else 100.0
+        return (f"{self.label}: {self.done}/{self.total} requests ({pct:.0f}%), "
+                f"{rate:.1f} req/s, elapsed {elapsed:.0f}s, ETA {eta:.0f}s")
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        now = time.perf_counter()
+        if (self.every_s and now - self.last >= self.every_s) or self.done >= self.total:
+            log.info(self.line())
+            self.last = now
+
+
+# -- one request / the core loop ----------------------------------------------------------------
+
+def _record(rid: str, result: AdapterResult, latency: float | None, sha: str, first: bool,
+            probability_source: str = "native", cost: float | None = None, attempts: int | None = None) -> dict[str, Any]:
+    rec = {
         "request_id": rid,
         "status": result.status,
         "response": result.response,
@@ -106,31 +318,170 @@ def _record(rid: str, result: AdapterResult, latency: float | None, sha: str, fi
         "unsupported_questions": result.unsupported_questions,
         "snapshot_sha256": sha,
         "first": first,
+        "probability_source": probability_source,
+        "cost_usd": cost,
         **({"meta": result.meta} if result.meta else {}),
     }
+    for key, value in (("raw_response", result.raw), ("http_status", result.http_status),
+                       ("server_request_id", result.server_request_id), ("failure", result.failure),
+                       ("attempts", attempts)):
+        if value is not None:
+            rec[key] = value
+    return rec
 
 
-def _progress(total: int, every_s: float = 5.0) -> Iterator[None]:
-    """Log rate and ETA now and then while requests are answered."""
-    start = last = time.perf_counter()
-    done = 0
+@dataclass
+class _Outcome:
+    rid: str
+    result: AdapterResult | None
+    latency: float | None
+    stop: StopRun | None
+    attempts: int
+
+
+def _call(adapter: Adapter, rid: str, request: dict[str, Any], policy: RetryPolicy,
+          halt: threading.Event) -> _Outcome:
+    """One request with the retry policy; latency is that of the last attempt."""
+    attempt = 0
     while True:
-        yield
-        done += 1
-        now = time.perf_counter()
-        if now - last >= every_s or done == total:
-            rate = done / max(now - start, 1e-9)
-            eta = (total - done) / rate if rate else float("inf")
-            log.info("inference: %d/%d requests, %.1f req/s, ETA %.0fs", done, total, rate, eta)
-            last = now
+        attempt += 1
+        t0 = time.perf_counter()
+        try:
+            result, stop = adapter.answer(rid, request), None
+            latency = time.perf_counter() - t0
+        except StopRun as exc:
+            result, stop, latency = None, exc, None
+        kind = retry_kind(result, stop)
+        if kind in policy.kinds and attempt < policy.max_attempts and not halt.is_set():
+            delay = policy.delay(attempt, stop.retry_after if stop is not None else None)
+            log.info("%s: %s on attempt %d; retrying in %.1fs", rid, kind, attempt, delay)
+            if not halt.wait(delay):
+                continue
+        return _Outcome(rid, result, latency, stop, attempt)
 
 
-def run_inference(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog) -> dict[str, Any]:
+class _Collector:
+    """Turns outcomes into records, applies the stop rules and marks the first timed request.
+
+    ``first_state`` (``{"taken": bool}``) is per run locally and per worker process under Dask:
+    the first timed request after an adapter's setup is reported apart (cold caches).
+    """
+
+    def __init__(self, adapter: Adapter, engine: EngineSettings, sha: str,
+                 emit: Callable[[dict[str, Any]], None], halt: threading.Event,
+                 first_state: dict[str, bool]) -> None:
+        self.adapter, self.engine, self.sha, self.emit, self.halt = adapter, engine, sha, emit, halt
+        self.first_state = first_state
+        self.stopped: str | None = None
+        self.consecutive = 0
+
+    def unattempted(self, rid: str, why: str, http_status: int | None = None) -> None:
+        self.emit(_record(rid, AdapterResult(status="unattempted", error=why, http_status=http_status),
+                          None, self.sha, False, self.adapter.probability_source))
+
+    def stop(self, why: str) -> None:
+        if self.stopped is None:
+            self.stopped = why
+            log.error("stopping the run: %s", why)
+        self.halt.set()
+
+    def take(self, o: _Outcome) -> None:
+        if o.stop is not None:
+            self.stop(str(o.stop))
+            self.unattempted(o.rid, f"run stopped: {o.stop}", o.stop.http_status)
+            return
+        result = o.result
+        timed = result.status == "ok" and self.adapter.measures_latency
+        first = timed and not self.first_state["taken"]
+        self.first_state["taken"] = self.first_state["taken"] or timed
+        self.emit(_record(o.rid, result, o.latency if timed else None, self.sha, first,
+                          self.adapter.probability_source, self.engine.tariff.cost(result.usage),
+                          o.attempts if self.adapter.remote else None))
+        if result.infrastructure_failure:
+            self.consecutive += 1
+            if self.consecutive >= self.engine.max_consecutive_failures:
+                self.stop(f"{self.consecutive} consecutive infrastructure failures (last: {result.error})")
+        elif result.status != "unattempted":
+            self.consecutive = 0
+
+
+def ask_all(adapter: Adapter, items: Iterable[tuple[str, dict[str, Any]]], engine: EngineSettings, sha: str,
+            emit: Callable[[dict[str, Any]], None], first_state: dict[str, bool] | None = None) -> str | None:
+    """Ask ``items`` (already set up adapter), emitting one record per request in completion order.
+
+    Every item gets exactly one record: answered, or ``unattempted`` once the run stopped.
+    Returns why the run stopped, or None.
+    """
+    halt = threading.Event()
+    col = _Collector(adapter, engine, sha, emit, halt, first_state if first_state is not None else {"taken": False})
+    pending = iter(items)
+    if adapter.remote:
+        inflight: dict[Any, str] = {}
+        with ThreadPoolExecutor(max_workers=engine.concurrency, thread_name_prefix="jevkedro-ask") as pool:
+            def fill() -> None:
+                while not halt.is_set() and len(inflight) < engine.concurrency:
+                    nxt = next(pending, None)
+                    if nxt is None:
+                        return
+                    inflight[pool.submit(_call, adapter, nxt[0], nxt[1], engine.retry, halt)] = nxt[0]
+
+            fill()
+            while inflight:
+                finished, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    inflight.pop(fut)
+                    col.take(fut.result())
+                fill()
+    else:
+        size = engine.batch_size or adapter.default_batch_size
+        while not halt.is_set():
+            batch = [x for _, x in zip(range(size), pending)]
+            if not batch:
+                break
+            t0 = time.perf_counter()
+            try:
+                results = adapter.answer_batch(batch)
+            except StopRun as exc:
+                col.stop(str(exc))
+                for rid, _ in batch:
+                    col.unattempted(rid, f"run stopped: {exc}", exc.http_status)
+                break
+            share = (time.perf_counter() - t0) / len(batch)  # a batch's wall time, shared evenly
+            for (rid, _), result in zip(batch, results):
+                if len(batch) > 1:
+                    result.meta = {**result.meta, "batch_size": len(batch)}
+                col.take(_Outcome(rid, result, share, None, 1))
+    for rid, _ in pending:
+        col.unattempted(rid, f"run stopped: {col.stopped}")
+    return col.stopped
+
+
+def summarize(records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Status counts and total cost (null when any answered request has an unknown cost)."""
+    counts: dict[str, int] = {}
+    for rec in records.values():
+        counts[rec["status"]] = counts.get(rec["status"], 0) + 1
+    answered = [r for r in records.values() if r.get("status") == "ok"]
+    costs = [r.get("cost_usd") for r in answered]
+    total = None if not answered or any(c is None for c in costs) else float(sum(costs))
+    return {"statuses": counts, "cost_usd": total}
+
+
+def identity_digest(identity: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+
+
+def run_inference(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog,
+                  engine: EngineSettings | None = None,
+                  adapter_settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Ask ``adapter`` every request of ``snapshot`` that ``plog`` has no final answer for.
 
     Latency is measured around ``adapter.answer`` only (preprocessing + inference); loading and
-    warm-up happen in ``setup`` before the clock starts. Returns a summary of this run.
+    warm-up happen in ``setup`` before the clock starts. ``adapter_settings`` (the ``model``
+    parameters) are needed by the Dask executor to build the adapter in each worker. Returns a
+    summary of this run.
     """
+    engine = engine or EngineSettings()
     if not snapshot.verified:
         raise RuntimeError(f"{snapshot.path}: refusing inference on an unverified snapshot")
     identity = {**adapter.identity(), "view": snapshot.view, "snapshot_sha256": snapshot.sha256}
@@ -140,47 +491,49 @@ def run_inference(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog) -> 
             log.warning("%s: earlier predictions came from %s; starting afresh for %s",
                         plog.path, previous.get("identity"), identity)
         plog.reset()
-    plog.write_meta({"identity": identity, "probability_source": adapter.probability_source})
-    done = plog.done(snapshot.sha256)
-    todo = [(rid, req) for rid, req in snapshot.requests() if rid not in done]
-    log.info("%s: %d requests, %d already answered, %d to ask (%s)",
-             snapshot.view, len(snapshot.rows), len(done), len(todo), identity["model"])
-    adapter.setup()
+    plog.configure(engine.fsync, engine.fsync_interval_s)
+    meta = {"identity": identity, "probability_source": adapter.probability_source, "engine": engine.to_meta()}
+    plog.write_meta(meta)
+    order = [rid for rid, _ in snapshot.requests()]
     stopped = None
-    first = True
-    tick = _progress(len(todo))
-    next(tick)
     try:
-        for i, (rid, request) in enumerate(todo):
+        if engine.executor == "dask":
+            from jevkedro.nodes.distributed import run_distributed
+
+            if adapter_settings is None:
+                raise ValueError("the dask executor needs the model settings to build adapters in its workers")
+            asked, reused, stopped = run_distributed(snapshot, plog, engine, dict(adapter_settings),
+                                                     identity_digest(identity), adapter)
+        else:
+            done = plog.done(snapshot.sha256)
+            todo = [(rid, req) for rid, req in snapshot.requests() if rid not in done]
+            asked, reused = len(todo), len(done)
+            log.info("%s: %d requests, %d already answered, %d to ask (%s)",
+                     snapshot.view, len(order), reused, asked, identity["model"])
+            progress = Progress(asked, snapshot.view, engine.progress_s)
+
+            def emit(rec: dict[str, Any]) -> None:
+                plog.append(rec)
+                progress.update()
+
+            adapter.setup()
             try:
-                t0 = time.perf_counter()
-                result = adapter.answer(rid, request)
-                latency = time.perf_counter() - t0
-            except StopRun as exc:
-                stopped = str(exc)
-                for later_rid, _ in todo[i:]:
-                    plog.append(_record(later_rid, AdapterResult(status="unattempted", error=stopped),
-                                        None, snapshot.sha256, False))
-                break
-            timed = result.status == "ok" and adapter.measures_latency
-            plog.append(_record(rid, result, latency if timed else None, snapshot.sha256, first and timed))
-            first = first and not timed
-            tick.send(None)
+                stopped = ask_all(adapter, todo, engine, snapshot.sha256, emit)
+            finally:
+                adapter.close()
     finally:
-        adapter.close()
-        plog.compact([rid for rid, _ in snapshot.requests()])
-    counts: dict[str, int] = {}
-    for rec in plog.records.values():
-        counts[rec["status"]] = counts.get(rec["status"], 0) + 1
-    return {"asked": len(todo), "reused": len(done), "stopped": stopped, "statuses": counts,
-            "identity": identity}
+        plog.compact(order)
+    summary = {"asked": asked, "reused": reused, "stopped": stopped, **summarize(plog.records),
+               "identity": identity}
+    plog.write_meta({**meta, "last_run": {k: v for k, v in summary.items() if k != "identity"}})
+    return summary
 
 
 def infer(snapshot: Snapshot, plog: PredictionLog, model: dict[str, Any]) -> PredictionLog:
     """Kedro node: run the configured model (``params:model``) on a verified snapshot."""
     adapter = make_adapter(dict(model))
-    summary = run_inference(snapshot, adapter, plog)
-    log.info("%s: inference done: %s", snapshot.view, summary["statuses"])
+    summary = run_inference(snapshot, adapter, plog, EngineSettings.from_model(model), model)
+    log.info("%s: inference done: %s (cost %s USD)", snapshot.view, summary["statuses"], summary["cost_usd"])
     if summary["stopped"]:
         log.error("%s: run stopped early: %s", snapshot.view, summary["stopped"])
     return plog

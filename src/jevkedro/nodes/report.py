@@ -2,8 +2,8 @@
 
 Report shape: ``view``, ``family``, ``model`` (the run's name), ``model_id`` (resolved id),
 ``adapter``, ``probability_source``, ``data`` (official/sample/synthetic), ``snapshot_sha256``,
-``coverage``, ``metrics`` (``overall``, ``by_type``, ``by_<slice>``), ``official`` and
-``latency``.
+``coverage``, ``metrics`` (``overall``, ``by_type``, ``by_<slice>``), ``official``,
+``latency`` and ``cost`` (USD from measured usage x the configured tariff; null when unknown).
 """
 
 from __future__ import annotations
@@ -34,6 +34,15 @@ def latency_summary(predictions: Mapping[str, Mapping[str, Any]]) -> dict[str, A
     else:
         out.update(p50=None, p95=None, mean=None)
     return out
+
+
+def cost_summary(predictions: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Total USD over answered requests from their measured usage x tariff; null if any is unknown."""
+    answered = [r for r in predictions.values() if r.get("status") == "ok"]
+    costs = [r.get("cost_usd") for r in answered]
+    known = [c for c in costs if c is not None]
+    return {"usd": float(sum(known)) if answered and len(known) == len(costs) else None,
+            "requests_priced": len(known), "requests_answered": len(answered)}
 
 
 def coverage(table: QuestionTable, predictions: Mapping[str, Mapping[str, Any]], n_requests: int) -> dict[str, Any]:
@@ -88,6 +97,7 @@ def build_report(
         "metrics": generic_metrics(table),
         "official": official,
         "latency": latency_summary(predictions),
+        "cost": cost_summary(predictions),
         "invalid_examples": invalid_examples(table),
     }
 

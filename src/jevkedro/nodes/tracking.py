@@ -49,7 +49,8 @@ def track(report: Mapping[str, Any], official: Any, manifest: Mapping[str, Any])
     }
     metrics = {_safe(k): v for k, v in flatten_metrics({"metrics": report["metrics"],
                                                          "coverage": report["coverage"],
-                                                         "latency": report["latency"]}).items()}
+                                                         "latency": report["latency"],
+                                                         "cost": report.get("cost") or {}}).items()}
     nested = mlflow.active_run() is not None
     with mlflow.start_run(run_name=f"{report['model']}/{report['view']}", nested=nested, tags=tags) as run:
         for start in range(0, len(metrics), 500):  # MLflow's batch limit is 1000 metrics

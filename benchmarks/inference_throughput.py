@@ -1,0 +1,104 @@
+"""Throughput of the inference engine against a loopback System One server with a fixed answer time.
+
+Command (from the repository root):
+
+    PYTHONPATH=src KEDRO_DISABLE_TELEMETRY=true /work/main/.venv/bin/python benchmarks/inference_throughput.py
+
+(any environment with the package, httpx and the ``dask`` extra installed works the same way).
+
+What it measures:
+
+1. ``systemone`` adapter, local executor, at ``model.concurrency`` 1, 8 and 32: requests per
+   second over a synthetic view, as a fraction of the ideal ``concurrency / answer_time`` (the
+   server sleeps ``--delay-s``, 20 ms, per request and runs in its own process so it does not share
+   the client's GIL). Median of ``--repeats`` runs; every run starts from an empty predictions log
+   and writes it as a real run does (append + flush per line, fsync at most once a second).
+2. The Dask executor on a LocalCluster of 2 worker processes (concurrency 1 in each) against the
+   local executor at concurrency 1, same server: speed-up = local wall time / Dask wall time, on a
+   cluster started beforehand (its start-up time is reported separately).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from jevkedro.models import make_adapter
+from jevkedro.nodes.infer import EngineSettings, PredictionLog, run_inference
+from jevkedro.testing import synthetic_rows, synthetic_snapshot
+
+
+def start_server(delay_s: float) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-m", "jevkedro.testing", "--delay-s", str(delay_s)],
+                            stdout=subprocess.PIPE, text=True)
+    return proc, proc.stdout.readline().strip()
+
+
+def timed_run(snapshot, settings: dict, workdir: Path) -> float:
+    log_path = workdir / f"run-{time.perf_counter_ns()}" / "predictions.jsonl"
+    plog = PredictionLog(log_path)
+    t0 = time.perf_counter()
+    summary = run_inference(snapshot, make_adapter(settings), plog, EngineSettings.from_model(settings), settings)
+    wall = time.perf_counter() - t0
+    assert summary["statuses"] == {"ok": len(snapshot.rows)}, summary
+    return wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--delay-s", type=float, default=0.02)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=3.0, help="ideal duration of one run (sets its size)")
+    args = ap.parse_args()
+    server, endpoint = start_server(args.delay_s)
+    results: dict = {"delay_s": args.delay_s, "repeats": args.repeats, "concurrency": {}}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = Path(tmp)
+            base = {"adapter": "systemone", "endpoint": endpoint, "model": "jev-1.13.0", "api_key_env": "",
+                    "progress": 0}
+            for c in (1, 8, 32):
+                n = int(args.seconds * c / args.delay_s)
+                snapshot = synthetic_snapshot(tmp / f"snap{c}", synthetic_rows(n, prefix=f"c{c}-"))
+                ideal = c / args.delay_s
+                walls = [timed_run(snapshot, {**base, "concurrency": c}, tmp) for _ in range(args.repeats)]
+                rates = [n / w for w in walls]
+                results["concurrency"][c] = {"requests": n, "ideal_req_s": ideal,
+                                             "median_req_s": statistics.median(rates),
+                                             "fraction_of_ideal": statistics.median(rates) / ideal,
+                                             "runs_req_s": [round(r, 1) for r in rates]}
+                print(f"concurrency {c:>2}: {statistics.median(rates):7.1f} req/s of ideal {ideal:6.0f} "
+                      f"= {statistics.median(rates) / ideal:.3f}  (n={n}, runs {results['concurrency'][c]['runs_req_s']})",
+                      flush=True)
+
+            from distributed import LocalCluster
+
+            n = int(2 * args.seconds / args.delay_s)
+            snapshot = synthetic_snapshot(tmp / "snapdask", synthetic_rows(n, prefix="d-"))
+            t0 = time.perf_counter()
+            with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+                startup = time.perf_counter() - t0
+                dask = {**base, "concurrency": 1, "executor": "dask", "scheduler": cluster.scheduler_address,
+                        "shard_size": 25}
+                local = [timed_run(snapshot, {**base, "concurrency": 1}, tmp) for _ in range(args.repeats)]
+                dist = [timed_run(snapshot, dask, tmp) for _ in range(args.repeats)]
+            speedup = statistics.median(local) / statistics.median(dist)
+            results["dask"] = {"requests": n, "workers": 2, "shard_size": 25, "cluster_startup_s": startup,
+                               "local_median_s": statistics.median(local), "dask_median_s": statistics.median(dist),
+                               "speedup": speedup}
+            print(f"dask, 2 workers: {statistics.median(dist):.2f}s vs local {statistics.median(local):.2f}s "
+                  f"-> speed-up {speedup:.2f}x (n={n}; cluster start-up {startup:.1f}s not included)", flush=True)
+    finally:
+        server.terminate()
+        server.wait()
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""Shared HTTP client layer of the remote adapters (System One, OpenAI-compatible).
+
+One :class:`httpx.Client` per adapter, shared by the engine's worker threads (httpx clients are
+thread-safe and pool connections). What every remote adapter needs lives here:
+
+- **Key handling.** ``model.api_key_env`` names an environment variable; its value is sent as
+  ``Authorization: Bearer <key>``. An empty name (``''``, ``none``, ``-``) sends no
+  ``Authorization`` header at all (open endpoints). The key itself is never a setting, never part
+  of the adapter's identity, and is replaced by ``[REDACTED]`` in anything the adapter returns
+  (error texts and even a raw body that echoes it), so it cannot reach predictions, logs or MLflow.
+- **Per-request deadline.** ``model.timeout_s`` bounds the whole request (connect, send and the
+  body read chunk by chunk); a request past it is an ``error`` with failure ``timeout``.
+- **Status mapping** (wire_protocol §7 and the engine's stop rules): 401/403 and 429 raise
+  :class:`StopRun` (429 carries ``retry-after`` so a retry policy may wait it out); 413/422 are an
+  error for this request only (failure ``request``); any other non-2xx status is failure
+  ``server``; a dropped connection or reset is ``connection``; a 2xx body that is not JSON is
+  ``malformed`` (its text is kept as returned).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from jevkedro.models.base import Adapter, AdapterResult, StopRun
+
+log = logging.getLogger(__name__)
+
+NO_AUTH_NAMES = {"", "none", "null", "-"}
+REDACTED = "[REDACTED]"
+REQUEST_ID_HEADER = "x-typesafe-request-id"
+ERROR_EXCERPT_CHARS = 300
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a ``retry-after`` header (delta-seconds form only; HTTP dates are ignored)."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 else None
+
+
+def check_endpoint(endpoint: Any) -> str:
+    """A base URL (``https://host/v1``) without credentials or query, with no trailing slash."""
+    if not isinstance(endpoint, str) or not endpoint:
+        raise ValueError("a remote adapter needs model.endpoint=<base URL up to and including /v1>")
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"model.endpoint must be an http(s) URL, got {endpoint!r}")
+    if parts.username or parts.password or parts.query or parts.fragment:
+        # Anything there would be logged as an MLflow param: keys belong in model.api_key_env.
+        raise ValueError("model.endpoint must not carry credentials, a query or a fragment; "
+                         "name the key's environment variable in model.api_key_env")
+    return endpoint.rstrip("/")
+
+
+@dataclass
+class HttpReply:
+    """A 2xx reply: the parsed JSON body (None when not JSON) and the body text as received."""
+
+    status: int
+    body: Any
+    text: str
+    request_id: str | None
+
+
+class HttpAdapter(Adapter):
+    """Base of the remote adapters: settings, key, client, deadline and status mapping."""
+
+    remote = True
+    default_key_env: str | None = None
+
+    def __init__(self, endpoint: str | None = None, model: str | None = None,
+                 api_key_env: str | None = None, timeout_s: float = 60.0, **settings: Any) -> None:
+        super().__init__(endpoint=endpoint, model=model, api_key_env=api_key_env, timeout_s=timeout_s,
+                         **settings)
+        self.endpoint = check_endpoint(endpoint)
+        self.timeout_s = float(timeout_s)
+        name = self.default_key_env if api_key_env is None else str(api_key_env)
+        self.key_env = None if name is None or name.strip().lower() in NO_AUTH_NAMES else name.strip()
+        self._key: str | None = None
+        self._client = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def setup(self) -> None:
+        import httpx
+
+        # httpx logs every request at INFO; at 100k requests that drowns the progress lines.
+        if logging.getLogger("httpx").level == logging.NOTSET:
+            logging.getLogger("httpx").setLevel(logging.WARNING)
+        headers = {"Accept": "application/json"}
+        if self.key_env is not None:
+            key = os.environ.get(self.key_env, "")
+            if not key:
+                raise ValueError(
+                    f"model.api_key_env names {self.key_env}, which is not set: export it or put it under "
+                    "model_api_keys in conf/local/credentials.yml (or pass model.api_key_env='' for an "
+                    "open endpoint)")
+            self._key = key
+            headers["Authorization"] = f"Bearer {key}"
+        self._client = httpx.Client(
+            headers=headers,
+            timeout=httpx.Timeout(self.timeout_s),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+            follow_redirects=False,
+        )
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def identity(self) -> dict[str, Any]:
+        return {"adapter": self.kind, "model": self.model_id, "endpoint": self.endpoint}
+
+    # -- helpers ---------------------------------------------------------------------------
+    def redact(self, text: str | None) -> str | None:
+        if text and self._key and self._key in text:
+            return text.replace(self._key, REDACTED)
+        return text
+
+    def _excerpt(self, text: str) -> str:
+        text = " ".join(text.split())
+        return text[:ERROR_EXCERPT_CHARS] + ("…" if len(text) > ERROR_EXCERPT_CHARS else "")
+
+    def post(self, path: str, **kwargs: Any) -> HttpReply | AdapterResult:
+        """POST ``<endpoint><path>``; a 2xx reply, or the request's error result (or StopRun)."""
+        import httpx
+
+        if self._client is None:
+            raise RuntimeError(f"{self.kind}: setup() was not called")
+        url = self.endpoint + path
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            with self._client.stream("POST", url, **kwargs) as resp:
+                chunks = []
+                for chunk in resp.iter_bytes():
+                    chunks.append(chunk)
+                    if time.monotonic() > deadline:
+                        raise httpx.ReadTimeout("request deadline passed while reading the body")
+                status, headers = resp.status_code, resp.headers
+        except httpx.TimeoutException as exc:
+            return AdapterResult(status="error", failure="timeout",
+                                 error=f"timed out after {self.timeout_s:g}s ({type(exc).__name__})")
+        except httpx.TransportError as exc:  # refused, reset, dropped mid-body (RemoteProtocolError)
+            return AdapterResult(status="error", failure="connection",
+                                 error=self.redact(f"connection failed: {type(exc).__name__}: {exc}"))
+        raw = b"".join(chunks)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("utf-8", errors="replace")  # JSON bodies are UTF-8 by definition
+        text = self.redact(text)
+        request_id = headers.get(REQUEST_ID_HEADER)
+        common = {"raw": text, "http_status": status, "server_request_id": request_id}
+        if status in (401, 403):
+            raise StopRun(f"HTTP {status} from {url}: {self._excerpt(text)}", http_status=status)
+        if status == 429:
+            raise StopRun(f"HTTP 429 (rate limited) from {url}: {self._excerpt(text)}", http_status=429,
+                          retry_after=parse_retry_after(headers.get("retry-after")))
+        if status in (413, 422):
+            return AdapterResult(status="error", failure="request",
+                                 error=f"HTTP {status}: {self._excerpt(text)}", **common)
+        if not 200 <= status < 300:
+            return AdapterResult(status="error", failure="server",
+                                 error=f"HTTP {status}: {self._excerpt(text)}", **common)
+        try:
+            body = json.loads(text)
+        except ValueError as exc:
+            return AdapterResult(status="error", failure="malformed",
+                                 error=f"HTTP {status} with a body that is not JSON ({exc})", **common)
+        return HttpReply(status, body, text, request_id)

@@ -1,0 +1,146 @@
+"""OpenAI-compatible chat-completions adapter (``model.adapter=openai_compat``): verbalized probabilities.
+
+An ordinary instruction model is asked, in one ``POST <model.endpoint>/chat/completions`` per
+request, to *write* a probability for every candidate of every question, under a strict JSON
+schema (``response_format = {"type": "json_schema", ...}``)::
+
+    {"answers": {"<question id>": {"probabilities": {"<candidate>": <number>, ...}}, ...}}
+
+Candidates are the protocol's keys: ``true``/``false`` for noul, the option ids for choice,
+``"0".."K-1"`` for score (the prompt lists what each key means). These numbers are the model's
+words, not its likelihoods, so results are marked ``probability_source = "verbalized"`` in every
+prediction line, the run meta, the report and the MLflow tags, and must not be pooled with native
+System One results.
+
+The written answer is turned into a System One shaped body for scoring (noul as
+``probabilities`` over ``true``/``false``, so a pair that does not sum to 1 stays invalid); the
+chat-completion body itself is kept byte-for-byte in ``raw``. A reply whose content is not the
+schema's JSON (a refusal, prose, truncation) is the model's answer and scores as invalid; it is
+not an infrastructure failure. Images and video are ``unsupported`` (text-only prompts).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jevkedro.models.base import AdapterResult
+from jevkedro.models.http import HttpAdapter
+from jevkedro.models.systemone import media_parts
+from jevkedro.protocol import ProtocolError, candidates_for
+
+SYSTEM_PROMPT = (
+    "You judge a state against typed questions. For every question, give a probability for "
+    "every listed candidate key: numbers between 0 and 1 that sum to 1 for that question. "
+    "Answer only with the JSON object the schema describes."
+)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def answer_schema(candidates: dict[str, list[str]]) -> dict[str, Any]:
+    """The strict JSON schema of the written answer for these questions and candidates."""
+    def obj(props: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
+
+    return obj({"answers": obj({
+        qid: obj({"probabilities": obj({c: {"type": "number"} for c in cands})})
+        for qid, cands in candidates.items()
+    })})
+
+
+def render_prompt(state: Any, questions: dict[str, dict[str, Any]], candidates: dict[str, list[str]]) -> str:
+    """The user message: the state, then each question with the meaning of each candidate key."""
+    lines = ["<state>", _text(state), "</state>", ""]
+    for qid, q in questions.items():
+        qtype, criteria = q["type"], q.get("criteria")
+        lines.append(f'<question id="{qid}" type="{qtype}">')
+        lines.append(_text(q.get("instructions", "")))
+        for key in candidates[qid]:
+            if qtype == "noul":
+                desc = (criteria or {}).get(key) if isinstance(criteria, dict) else None
+                meaning = "yes" if key == "true" else "no"
+                lines.append(f"- {key}: {meaning}" + (f" ({_text(desc)})" if desc else ""))
+            elif qtype == "choice":
+                desc = criteria.get(key)
+                lines.append(f"- {key}" + (f": {_text(desc)}" if desc is not None else ""))
+            else:  # score: level index, low to high
+                lines.append(f"- {key}: {_text(criteria[int(key)])}")
+        lines.append("</question>")
+    return "\n".join(lines)
+
+
+class OpenAICompatAdapter(HttpAdapter):
+    kind = "openai_compat"
+    probability_source = "verbalized"
+    default_key_env = "OPENAI_API_KEY"
+
+    def __init__(self, temperature: float | None = None, max_tokens: int | None = None, **settings: Any) -> None:
+        super().__init__(**settings)
+        if not settings.get("model"):
+            raise ValueError("the openai_compat adapter needs model.model=<model id>")
+        self.temperature = None if temperature is None else float(temperature)
+        self.max_tokens = None if max_tokens is None else int(max_tokens)
+
+    def identity(self) -> dict[str, Any]:
+        return {**super().identity(), "temperature": self.temperature}
+
+    def payload(self, request: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, list[str]], str | None]:
+        questions = request.get("questions")
+        if not isinstance(questions, dict) or not questions:
+            return None, {}, "a request needs at least one question"
+        images, videos = media_parts([request.get("state"), request.get("media")])
+        if images or videos:
+            return None, {}, "image/video input; this adapter sends text only"
+        try:
+            candidates = {qid: candidates_for(q) for qid, q in questions.items()}
+        except ProtocolError as exc:
+            return None, {}, str(exc)
+        body: dict[str, Any] = {
+            "model": self.settings["model"],
+            "messages": [{"role": "system", "content": SYSTEM_PROMPT},
+                         {"role": "user", "content": render_prompt(request["state"], questions, candidates)}],
+            "response_format": {"type": "json_schema", "json_schema": {
+                "name": "decision_probabilities", "strict": True, "schema": answer_schema(candidates)}},
+        }
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            body["max_tokens"] = self.max_tokens
+        return body, candidates, None
+
+    def answer(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
+        body, candidates, why = self.payload(request)
+        if body is None:
+            return AdapterResult(status="unsupported", error=why)
+        reply = self.post("/chat/completions", json=body)
+        if isinstance(reply, AdapterResult):
+            return reply
+        chat = reply.body if isinstance(reply.body, dict) else {}
+        model = chat.get("model") if isinstance(chat.get("model"), str) else self.model_id
+        u = chat.get("usage") if isinstance(chat.get("usage"), dict) else {}
+        usage = {"input_tokens": u.get("prompt_tokens"), "output_tokens": u.get("completion_tokens")} if u else None
+        converted, problem = self.to_system_one(chat, request["questions"], model)
+        return AdapterResult(status="ok", response=converted, raw=reply.text, model=model, usage=usage,
+                             http_status=reply.status, server_request_id=reply.request_id,
+                             meta={"verbalized_problem": problem} if problem else {})
+
+    @staticmethod
+    def to_system_one(chat: dict[str, Any], questions: dict[str, Any], model: str) -> tuple[dict[str, Any], str | None]:
+        """The written answer as a System One body, and what was wrong with it (None if nothing)."""
+        try:
+            content = chat["choices"][0]["message"]["content"]
+            written = json.loads(content)["answers"]
+            if not isinstance(written, dict):
+                raise TypeError("answers is not an object")
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            return {"model": model, "answers": {}}, f"no schema answer in the reply ({type(exc).__name__}: {exc})"
+        answers = {}
+        for qid, q in questions.items():
+            item = written.get(qid)
+            probs = item.get("probabilities") if isinstance(item, dict) else None
+            if isinstance(probs, dict):
+                answers[qid] = {"type": q["type"], "probabilities": probs}
+        return {"model": model, "answers": answers}, None

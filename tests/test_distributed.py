@@ -1,0 +1,94 @@
+"""Distributed inference on a Dask LocalCluster (2 worker processes), including a worker killed mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("distributed")
+pytest.importorskip("httpx")
+
+from distributed import Client, LocalCluster  # noqa: E402
+
+from jevkedro.models import make_adapter  # noqa: E402
+from jevkedro.nodes.infer import EngineSettings, PredictionLog, run_inference  # noqa: E402
+from jevkedro.testing import LoopbackServer, synthetic_rows, synthetic_snapshot  # noqa: E402
+
+N = 48
+SHARD = 4
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc:
+        yield lc
+
+
+def _settings(srv, cluster, **extra):
+    return {"adapter": "systemone", "endpoint": srv.endpoint, "model": "jev-1.13.0", "api_key_env": "",
+            "executor": "dask", "scheduler": cluster.scheduler_address, "shard_size": SHARD, "progress": 0,
+            **extra}
+
+
+def _run(snapshot, settings, log_path):
+    plog = PredictionLog(log_path)
+    return run_inference(snapshot, make_adapter(settings), plog, EngineSettings.from_model(settings), settings), plog
+
+
+def test_shards_are_spread_over_workers_written_atomically_and_skipped_on_rerun(tmp_path, cluster):
+    snapshot = synthetic_snapshot(tmp_path / "snap", synthetic_rows(N))
+    log_path = tmp_path / "out" / "predictions.jsonl"
+    with LoopbackServer(delay_s=0.01) as srv:
+        summary, plog = _run(snapshot, _settings(srv, cluster), log_path)
+        assert summary["statuses"] == {"ok": N} and summary["asked"] == N
+        assert all(c == 1 for c in srv.counts.values()) and len(srv.counts) == N
+        shard_files = sorted((log_path.parent / "shards").glob("*/shard-*.jsonl"))
+        assert len(shard_files) == N // SHARD
+        assert not list((log_path.parent / "shards").glob("*/.shard-*"))  # no temp files left behind
+        # each shard holds exactly its consecutive block of the snapshot
+        first = [json.loads(x)["request_id"] for x in shard_files[0].read_text().splitlines()]
+        assert sorted(first) == [f"r{i:05d}" for i in range(SHARD)]
+        # the driver lost its log (killed before merging): the shard files are reused, nothing re-asked
+        log_path.unlink()
+        (log_path.parent / "run.json").unlink(missing_ok=True)
+        summary, plog = _run(snapshot, _settings(srv, cluster), log_path)
+        assert summary["asked"] == 0 and summary["statuses"] == {"ok": N}
+        assert srv.total == N
+    lines = log_path.read_text().splitlines()
+    assert [json.loads(x)["request_id"] for x in lines] == [f"r{i:05d}" for i in range(N)]
+
+
+def test_a_worker_killed_mid_run_loses_only_its_shard_in_flight(tmp_path, cluster):
+    snapshot = synthetic_snapshot(tmp_path / "snap", synthetic_rows(N, prefix="k"))
+    log_path = tmp_path / "out" / "predictions.jsonl"
+    killed: list[int] = []
+    with Client(cluster.scheduler_address) as client:
+        pids = list(client.run(os.getpid).values())
+    with LoopbackServer(delay_s=0.05) as srv:
+
+        def killer() -> None:
+            # wait until a few shards are done and the workers are busy, then kill one of them
+            deadline = time.monotonic() + 60
+            while srv.total < 3 * SHARD + 2 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            os.kill(pids[0], signal.SIGKILL)
+            killed.append(pids[0])
+
+        t = threading.Thread(target=killer)
+        t.start()
+        summary, plog = _run(snapshot, _settings(srv, cluster), log_path)
+        t.join()
+        counts = dict(srv.counts)
+    assert killed
+    assert summary["statuses"] == {"ok": N}  # Dask gave the lost shard to the surviving worker
+    lines = [json.loads(x) for x in log_path.read_text().splitlines()]
+    assert len(lines) == N and len({r["request_id"] for r in lines}) == N
+    # only requests of the shard in flight on the killed worker were asked twice
+    twice = [rid for rid, c in counts.items() if c > 1]
+    assert max(counts.values()) <= 2 and len(twice) <= SHARD
+    assert len({int(rid[1:]) // SHARD for rid in twice}) <= 1
