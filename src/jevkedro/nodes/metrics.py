@@ -113,13 +113,16 @@ def summarize(
     has_target: np.ndarray,
     qtype: np.ndarray,
     ece_bins: int = ECE_BINS,
+    level_order: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """The generic metrics of one group of questions, with the coverage policy applied.
 
     - accuracy: over every hard-label question; an invalid, unsupported or unattempted answer
       is not correct (``accuracy_n`` is the denominator);
     - NLL, Brier, ECE, RPS, ordinal MAE: only over valid answers with a target (``*_n`` counts);
-    - RPS and ordinal MAE only over ``score`` questions.
+    - RPS and ordinal MAE only over ``score`` questions, over levels in level order: where
+      ``level_order`` is given (``(N, K)`` column of level ``k``), columns are gathered into
+      level order first; accuracy and ECE keep the candidate order (argmax ties).
     """
     hard = label >= 0
     pred, conf = top_label(P)
@@ -138,8 +141,12 @@ def summarize(
     }
     ordinal = prob_rows & (qtype == "score")
     if (qtype == "score").any():
-        out["rps"] = _mean(ordinal_rps(P[ordinal], Y[ordinal], K[ordinal]))
-        out["ordinal_mae"] = _mean(ordinal_mae(P[ordinal], Y[ordinal]))
+        P_lv, Y_lv = P[ordinal], Y[ordinal]
+        if level_order is not None:
+            P_lv = np.take_along_axis(P_lv, level_order[ordinal], axis=1)
+            Y_lv = np.take_along_axis(Y_lv, level_order[ordinal], axis=1)
+        out["rps"] = _mean(ordinal_rps(P_lv, Y_lv, K[ordinal]))
+        out["ordinal_mae"] = _mean(ordinal_mae(P_lv, Y_lv))
         out["ordinal_n"] = int(ordinal.sum())
     return out
 
@@ -148,8 +155,10 @@ def summarize_table(table, mask: np.ndarray | None = None) -> dict[str, Any]:
     """:func:`summarize` over a :class:`~jevkedro.nodes.validate.QuestionTable` (or a masked part)."""
     m = np.ones(len(table), dtype=bool) if mask is None else mask
     m = m & ~table.unscored
+    level_order = getattr(table, "level_order", None)
     return summarize(table.P[m], table.Y[m], table.K[m], table.label[m], table.valid[m],
-                     table.has_target[m], table.qtype[m])
+                     table.has_target[m], table.qtype[m],
+                     level_order=None if level_order is None else level_order[m])
 
 
 def by_slice(table, name: str) -> dict[str, dict[str, Any]]:
@@ -161,10 +170,12 @@ def by_slice(table, name: str) -> dict[str, dict[str, Any]]:
 
 
 def ece_equal_frequency(confidence: np.ndarray, correct: np.ndarray, n_bins: int = ECE_BINS) -> float | None:
-    """ECE over ``n_bins`` bins holding (near) equal numbers of questions, sorted by confidence.
+    """ECE over ``n_bins`` equal-mass bins: ``sum_b (|B_b| / n) |mean conf_b - acc_b|``.
 
-    Bins are consecutive runs of the confidence-sorted questions split as evenly as possible
-    (``numpy.array_split``); ties keep their input order (stable sort).
+    Questions are sorted by confidence (ascending; ties keep their input order) and bin ``b``
+    holds sorted positions ``[b*n // n_bins, (b+1)*n // n_bins)`` (JevAlt-Bench reference, family
+    spec §6), so when ``n`` is not a multiple of ``n_bins`` the larger bins are the later ones;
+    with ``n < n_bins`` some bins are empty and add nothing.
     """
     conf = np.asarray(confidence, dtype=float)
     hit = np.asarray(correct, dtype=float)
@@ -172,7 +183,9 @@ def ece_equal_frequency(confidence: np.ndarray, correct: np.ndarray, n_bins: int
     if n == 0:
         return None
     order = np.argsort(conf, kind="stable")
-    total = 0.0
-    for part in np.array_split(order, min(n_bins, n)):
-        total += len(part) * abs(hit[part].mean() - conf[part].mean())
-    return float(total / n)
+    bounds = (np.arange(n_bins + 1) * n) // n_bins
+    bin_of = np.repeat(np.arange(n_bins), np.diff(bounds))
+    # (|B_b|/n) * |mean conf - acc| == |sum conf - sum hit| / n per bin
+    conf_sum = np.bincount(bin_of, weights=conf[order], minlength=n_bins)
+    acc_sum = np.bincount(bin_of, weights=hit[order], minlength=n_bins)
+    return float(np.abs(conf_sum - acc_sum).sum() / n)
