@@ -127,8 +127,13 @@ def _gold(where: str, ids: list[str], gold_id: Any, gold_probs: Any) -> tuple[in
     return label, probs
 
 
-def map_row(where: str, rec: dict[str, Any]) -> SnapshotRow:
-    """One standard-view record -> one snapshot row (the request never sees gold or metadata)."""
+def map_row(where: str, rec: dict[str, Any], file: str = "", row: int | None = None) -> SnapshotRow:
+    """One standard-view record -> one snapshot row (the request never sees gold or metadata).
+
+    ``where`` names the record in error messages; ``file`` (the release-relative file name) and
+    ``row`` (its index there) are kept as provenance, so the snapshot does not depend on where
+    the release folder lies.
+    """
     primitive = rec["primitive"]
     if primitive not in QUESTION_TYPE:
         raise SourceFormatError(f"{where}: unknown primitive {primitive!r}; expected one of {sorted(QUESTION_TYPE)}")
@@ -185,7 +190,7 @@ def map_row(where: str, rec: dict[str, Any]) -> SnapshotRow:
                 "reasoning_required": "yes" if reasoning else "no",
                 "difficulty": "reasoning" if reasoning else "standard", "language": LANGUAGE},
         source={"row_id": rec["row_id"], "task_id": task_id, "reasoning_type": rec["reasoning_type"],
-                "provenance": provenance, "location": where},
+                "provenance": provenance, "file": file, "row": row},
     )
 
 
@@ -262,7 +267,7 @@ def build(source: str | Path, view: str = "decisionbench", data: str = "official
         files.append(check_source(path, pin))
         extra_columns[pin["file"]] = other_columns(path)
         for i, rec in enumerate(read_standard_rows(path)):
-            rows.append(map_row(f"{path}: row {i} (row_id {rec['row_id']!r})", rec))
+            rows.append(map_row(f"{path}: row {i} (row_id {rec['row_id']!r})", rec, pin["file"], i))
     comp = composition(rows)
     structure = manifest["views"][view].get("structure", {}).get(data)
     if structure:
