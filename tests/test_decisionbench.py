@@ -125,6 +125,16 @@ def test_broken_rows_fail_naming_the_row(mutate, message):
     assert "eval.parquet: row 7" in str(err.value)
 
 
+def test_rows_beyond_the_model_limits_are_unsupported_not_truncated():
+    from jevkedro.models.sparrow import SparrowAdapter
+
+    levels = [C(f"p{v}", f"{v}%", None, v) for v in range(11)]
+    row = db.map_row("t", rec(db_prim("ordinal"), levels, [1.0] + [0.0] * 10))
+    q = row.request["questions"]["decision"]
+    assert len(q["criteria"]) == 11  # nothing trimmed in the snapshot
+    assert SparrowAdapter().unsupported_reason(row.request["state"], q) == "score questions need 2-10 levels"
+
+
 def test_binary_needs_two_candidates():
     r = rec(db_prim("binary"), [C("a", "A"), C("b", "B"), C("c", "C")], [1.0, 0.0, 0.0])
     with pytest.raises(SourceFormatError, match="exactly 2 candidates"):
@@ -270,7 +280,9 @@ def test_shipped_sample_prepares_to_its_pinned_snapshot(tmp_path):
     assert manifest["counts"] == {"inputs": 16, "questions": 16, "by_type": {"choice": 7, "noul": 5, "score": 4}}
     comp = manifest["notes"]["composition"]
     assert comp["by_primitive"] == {"binary_classification": 5, "candidate_selection": 7, "ordinal_scoring": 4}
-    assert comp["gold"] == {"soft": 10, "one_hot": 6}  # s01, s05, s08, s10, s12, s14 one-hot
+    assert comp["gold"] == {"soft": 10, "one_hot": 6}
+    assert comp["by_source_dataset"] == {"jevkedro-synthetic": 16}  # per-source licence trail
+    assert manifest["notes"]["revision"] == "071b7b2d2e1504c89e1e5a811a3f82e1bfe3aedb"  # s01, s05, s08, s10, s12, s14 one-hot
     snap = load_snapshot(tmp_path, "decisionbench")
     assert all(r.request_id.startswith("synthetic-") for r in snap.rows)
 

@@ -102,6 +102,8 @@ def test_abstain_flag_appends_unknown_to_choice_and_score_not_noul():
     assert row.slices["questions"] == {"c": {"unknown_candidate": "yes"}, "s": {"unknown_candidate": "yes"},
                                        "n": {"unknown_candidate": "no"}}
     assert row.targets["c"].extra["unknown_candidate"] is True
+    assert ja.offers_unknown(row.request) and not ja.offers_unknown(mapped(item()).request)
+    assert set(row.request) == {"state", "questions"}  # the abstain flag itself is never in the request
 
 
 def test_targets_and_tags_never_change_the_request():

@@ -155,10 +155,11 @@ def summarize_table(table, mask: np.ndarray | None = None) -> dict[str, Any]:
     """:func:`summarize` over a :class:`~jevkedro.nodes.validate.QuestionTable` (or a masked part)."""
     m = np.ones(len(table), dtype=bool) if mask is None else mask
     m = m & ~table.unscored
+    width = int(table.K[m].max()) if m.any() else 1  # drop padding columns: zeros add nothing
     level_order = getattr(table, "level_order", None)
-    return summarize(table.P[m], table.Y[m], table.K[m], table.label[m], table.valid[m],
+    return summarize(table.P[m, :width], table.Y[m, :width], table.K[m], table.label[m], table.valid[m],
                      table.has_target[m], table.qtype[m],
-                     level_order=None if level_order is None else level_order[m])
+                     level_order=None if level_order is None else level_order[m, :width])
 
 
 def by_slice(table, name: str) -> dict[str, dict[str, Any]]:

@@ -39,7 +39,8 @@ def reference_ece(conf: np.ndarray, correct: np.ndarray, method: str, n_bins: in
 
 def reference_stats(table: QuestionTable, mask: np.ndarray, ece_method: str, nll_floor: float = M.NLL_FLOOR) -> dict[str, Any]:
     m = mask & ~table.unscored
-    P, Y, label, valid = table.P[m], table.Y[m], table.label[m], table.valid[m]
+    width = int(table.K[m].max()) if m.any() else 1  # drop padding columns: zeros add nothing
+    P, Y, label, valid = table.P[m, :width], table.Y[m, :width], table.label[m], table.valid[m]
     hard = label >= 0
     pred, conf = M.top_label(P)
     correct = valid & hard & (pred == label)

@@ -186,7 +186,9 @@ def build_question_table(
             reasons.append(why)
             merged = {"type": question["type"], "question": qid, **req_slices, **q_slices.get(qid, {})}
             for key in set(slice_cols) | set(merged):
-                slice_cols.setdefault(key, [None] * n).append(merged.get(key))
+                if key not in slice_cols:  # (building [None] * n only when new keeps this linear)
+                    slice_cols[key] = [None] * n
+                slice_cols[key].append(merged.get(key))
             n += 1
     kmax = max(ks, default=1)
     P = np.zeros((n, kmax))

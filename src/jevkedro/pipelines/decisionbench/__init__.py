@@ -287,16 +287,15 @@ prepare = make_prepare(FAMILY, VIEWS, build)
 # scoring
 
 
-def ordinal_arrays(rows: list[SnapshotRow], table) -> tuple[np.ndarray, np.ndarray]:
-    """Per table row: ordinal values in candidate (original) order, padded with NaN, and a mask of
-    score questions. ``rows`` are the snapshot's rows (one question each)."""
+def ordinal_values(rows: list[SnapshotRow], table, index: np.ndarray) -> np.ndarray:
+    """Ordinal values in candidate (original) order for the table rows ``index`` (score
+    questions), padded with NaN. ``rows`` are the snapshot's rows (one question each)."""
     extra = {r.request_id: r.targets[QUESTION_ID].extra for r in rows}
-    V = np.full(table.P.shape, np.nan)
-    is_score = table.qtype == "score"
-    for i in np.flatnonzero(is_score):
+    V = np.full((len(index), table.P.shape[1]), np.nan)
+    for n, i in enumerate(index):
         values = extra[table.request_id[i]]["ordinal_values"]
-        V[i, : len(values)] = values
-    return V, is_score
+        V[n, : len(values)] = values
+    return V
 
 
 def ordinal_errors(P: np.ndarray, Y: np.ndarray, V: np.ndarray, label: np.ndarray) -> dict[str, np.ndarray]:
@@ -320,19 +319,39 @@ def ordinal_errors(P: np.ndarray, Y: np.ndarray, V: np.ndarray, label: np.ndarra
             "rps": rps, "expected_value": expected}
 
 
-def family_stats(table, mask: np.ndarray, V: np.ndarray, is_score: np.ndarray) -> dict[str, Any]:
-    """The upstream-style numbers of one group: all-sample accuracy, coverage, NLL at both floors,
-    ordinal error. Every row has a hard label and a gold distribution."""
-    m = mask & ~table.unscored
-    status = table.status[m]
-    valid = status == "ok"
-    P, Y, label = table.P[m], table.Y[m], table.label[m]
-    pred, _ = M.top_label(P)
-    correct = valid & (pred == label)
-    n = int(m.sum())
+ORDINAL_KEYS = {"ordinal_error": "ordinal_error", "ordinal_error_vs_gold_value": "ordinal_error_vs_gold_value",
+                "ordinal_rps": "rps", "expected_ordinal_score": "expected_value"}
 
-    def mean(x):
-        return float(np.mean(x)) if len(x) else None
+
+def per_row(table, rows: list[SnapshotRow]) -> dict[str, np.ndarray]:
+    """Everything the family numbers need, once per table row (NaN where a value does not
+    apply), so each group only averages 1-D arrays. Every row has a hard label and a gold
+    distribution; unscored rows do not occur in this family."""
+    valid = table.status == "ok"
+    pred, _ = M.top_label(table.P)
+    out = {"status": table.status, "valid": valid, "correct": valid & (pred == table.label),
+           "nll_reference": np.where(valid, M.nll(table.P, table.Y, REFERENCE_NLL_FLOOR), np.nan),
+           "nll_generic": np.where(valid, M.nll(table.P, table.Y, M.NLL_FLOOR), np.nan),
+           "is_score": table.qtype == "score"}
+    ordinal = np.flatnonzero(valid & out["is_score"])
+    errs = ordinal_errors(table.P[ordinal], table.Y[ordinal], ordinal_values(rows, table, ordinal), table.label[ordinal])
+    for key, name in ORDINAL_KEYS.items():
+        col = np.full(len(table), np.nan)
+        col[ordinal] = errs[name]
+        out[key] = col
+    return out
+
+
+def family_stats(values: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, Any]:
+    """The upstream-style numbers of one group: all-sample accuracy, coverage, soft-gold NLL at
+    both floors, ordinal error."""
+    status, valid, correct = values["status"][mask], values["valid"][mask], values["correct"][mask]
+    n = int(mask.sum())
+
+    def mean(key):
+        x = values[key][mask & values["valid"]]
+        x = x[~np.isnan(x)]
+        return float(x.mean()) if len(x) else None
 
     out: dict[str, Any] = {
         "rows": n,
@@ -344,19 +363,12 @@ def family_stats(table, mask: np.ndarray, V: np.ndarray, is_score: np.ndarray) -
         "unsupported_rows": int((status == "unsupported").sum()),
         "error_rows": int((status == "error").sum()),
         "unattempted_rows": int((status == "unattempted").sum()),
-        "nll_upstream_floor_1e-15": mean(M.nll(P[valid], Y[valid], REFERENCE_NLL_FLOOR)),
-        "nll_generic_floor_1e-12": mean(M.nll(P[valid], Y[valid], M.NLL_FLOOR)),
+        "nll_upstream_floor_1e-15": mean("nll_reference"),
+        "nll_generic_floor_1e-12": mean("nll_generic"),
     }
-    ordinal = valid & is_score[m]
-    if is_score[m].any():
-        errs = ordinal_errors(P[ordinal], Y[ordinal], V[m][ordinal], label[ordinal])
-        out.update({
-            "ordinal_n": int(ordinal.sum()),
-            "ordinal_error": mean(errs["ordinal_error"]),
-            "ordinal_error_vs_gold_value": mean(errs["ordinal_error_vs_gold_value"]),
-            "ordinal_rps": mean(errs["rps"]),
-            "expected_ordinal_score": mean(errs["expected_value"]),
-        })
+    if values["is_score"][mask].any():
+        out["ordinal_n"] = int((valid & values["is_score"][mask]).sum())
+        out.update({key: mean(key) for key in ORDINAL_KEYS})
     return out
 
 
@@ -371,18 +383,13 @@ def evaluate(dataset, records, predictions, output=None) -> dict[str, Any]:
                               data=getattr(dataset, "data", None),
                               primary_metric="primary_accuracy (all rows; unsupported, invalid and error rows are misses)",
                               nll_floors={"reference": REFERENCE_NLL_FLOOR, "generic": M.NLL_FLOOR})
-    V, is_score = ordinal_arrays(dataset.rows, table)
-    everything = np.ones(len(table), dtype=bool)
-    report["groups"]["overall"].update(family_stats(table, everything, V, is_score))
+    values = per_row(table, dataset.rows)
+    report["groups"]["overall"].update(family_stats(values, np.ones(len(table), dtype=bool)))
     for name, col in OFFICIAL_SLICES.items():
-        if col not in table.slices:
-            continue
         for key, stats in report["groups"].get(name, {}).items():
-            stats.update(family_stats(table, table.slices[col] == key, V, is_score))
-    overall = report["groups"]["overall"]
-    valid = table.valid & ~table.unscored
+            stats.update(family_stats(values, table.slices[col] == key))
+    valid = values["valid"]
     _, conf = M.top_label(table.P[valid])
-    correct = M.top_label(table.P[valid])[0] == table.label[valid]
-    report["primary_accuracy"] = overall["primary_accuracy"]
-    report["ece_bins_overall"] = M.ece(conf, correct, 15, return_bins=True)[1] if valid.any() else []
+    report["primary_accuracy"] = report["groups"]["overall"]["primary_accuracy"]
+    report["ece_bins_overall"] = M.ece(conf, values["correct"][valid], 15, return_bins=True)[1] if valid.any() else []
     return report

@@ -204,6 +204,23 @@ def public_abstain_flag(obj: dict[str, Any], where: str) -> bool:
     return flag
 
 
+def offers_unknown(request: dict[str, Any]) -> bool:
+    """Whether a prepared request carries the abstain ``unknown`` candidate (spec Unknown 8).
+
+    A JevAlt-style server may also be sent the top-level ``"abstain": true`` for such requests;
+    that is a per-server adapter setting, recorded per request as ``meta.abstain_flag_sent``
+    (official Jev has no such field). The request itself never carries it.
+    """
+    texts = set(UNKNOWN_DESCRIPTION.values())
+    for q in request.get("questions", {}).values():
+        criteria = q.get("criteria")
+        if q.get("type") == "choice" and isinstance(criteria, dict) and UNKNOWN in criteria:
+            return True
+        if q.get("type") == "score" and isinstance(criteria, list) and criteria and criteria[-1] in texts:
+            return True
+    return False
+
+
 def map_row(path: Path, lineno: int, obj: dict[str, Any], lang: str) -> SnapshotRow:
     """One JevOss item of ``<lang>/test.jsonl`` -> one snapshot row."""
     where = f"{path}:{lineno}"
