@@ -26,10 +26,13 @@ SAMPLE = Path(__file__).resolve().parents[1] / "data" / "01_raw" / "decisionbenc
 
 def rec(primitive, candidates, gold, **kw):
     """A decoded upstream row (the dict ``read_standard_rows`` yields), hand-written."""
-    row = syn._row(kw.pop("row_id", "r1"), kw.pop("domain", "dom"), kw.pop("family", "fam"), primitive,
-                   kw.pop("task_name", "task"), kw.pop("instruction", "Decide."), kw.pop("state", {"text": "s"}),
-                   candidates, gold, **kw)
-    return row
+    return syn._row(kw.pop("row_id", "r1"), kw.pop("domain", "dom"), kw.pop("family", "fam"), primitive,
+                    kw.pop("task_name", "task"), kw.pop("instruction", "Decide."), kw.pop("state", {"text": "s"}),
+                    candidates, gold, **kw)
+
+
+def db_prim(short):
+    return {"binary": syn.BINARY, "choice": syn.CHOICE, "ordinal": syn.ORDINAL}[short]
 
 
 C = syn._c
@@ -57,10 +60,6 @@ def test_binary_first_candidate_is_noul_true_even_when_not_yes_no():
     t = row.targets["decision"]
     assert (t.label, t.probabilities) == (1, (0.3, 0.7))  # gold "drop" = the second candidate = false
     assert t.extra["candidate_ids"] == ["keep", "drop"]
-
-
-def db_prim(short):
-    return {"binary": syn.BINARY, "choice": syn.CHOICE, "ordinal": syn.ORDINAL}[short]
 
 
 def test_choice_keeps_original_ids_and_order():
