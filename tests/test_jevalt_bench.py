@@ -314,6 +314,10 @@ def test_splits_file_mismatch_and_gaps_fail(tmp_path):
     (tmp_path / "rel" / "SPLITS.sha256").write_text(en_line + "\n")
     with pytest.raises(SnapshotError, match="lists no sha256 for tr/test.jsonl"):
         ja.build(tmp_path / "rel", data="sample")
+    shutil.copy(SAMPLE / "SPLITS.sha256", tmp_path / "rel" / "SPLITS.sha256")
+    (tmp_path / "rel" / "de" / "test.jsonl").unlink()
+    with pytest.raises(SnapshotError, match=r"source file not found: .*de/test\.jsonl"):
+        ja.build(tmp_path / "rel", data="sample")
     (tmp_path / "rel" / "SPLITS.sha256").write_text("nonsense\n")
     with pytest.raises(SourceFormatError, match=r"SPLITS\.sha256:1: expected"):
         ja.build(tmp_path / "rel", data="sample")

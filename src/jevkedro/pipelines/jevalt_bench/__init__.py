@@ -310,6 +310,8 @@ def check_splits(source: Path) -> dict[str, str] | None:
     for rel in release_files():
         if rel not in listed:
             raise SnapshotError(f"{path}: lists no sha256 for {rel}")
+        if not (source / rel).is_file():
+            raise SnapshotError(f"source file not found: {source / rel}")
         digest = sha256_file(source / rel)
         if digest != listed[rel]:
             raise SnapshotError(f"source {source / rel}: sha256 {digest} does not match {SPLITS_FILE} ({listed[rel]})")
