@@ -315,6 +315,7 @@ def test_splits_file_mismatch_and_gaps_fail(tmp_path):
     with pytest.raises(SnapshotError, match="lists no sha256 for tr/test.jsonl"):
         ja.build(tmp_path / "rel", data="sample")
     shutil.copy(SAMPLE / "SPLITS.sha256", tmp_path / "rel" / "SPLITS.sha256")
+    shutil.copy(SAMPLE / "tr" / "test.jsonl", tmp_path / "rel" / "tr" / "test.jsonl")
     (tmp_path / "rel" / "de" / "test.jsonl").unlink()
     with pytest.raises(SnapshotError, match=r"source file not found: .*de/test\.jsonl"):
         ja.build(tmp_path / "rel", data="sample")
