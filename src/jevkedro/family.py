@@ -14,10 +14,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from jevkedro.nodes.snapshot import PreparedView, commit_dataset
+from jevkedro.nodes.snapshot import PreparedView, SnapshotError, atomic_write_json, commit_dataset
 
 DEFAULT_SNAPSHOT_ROOT = Path("data/02_snapshots")
 DEFAULT_RAW_ROOT = Path("data/01_raw")
+# A release folder written by us (shipped sample or full-scale synthetic) carries this file, so
+# that it can never be prepared as the official release, nor an official one as ours.
+DATA_KIND_MARKER = "JEVKEDRO_DATA_KIND.json"
 
 
 @lru_cache(maxsize=None)
@@ -55,3 +58,40 @@ def make_prepare(family: str, views: tuple[str, ...], build: Callable[..., Prepa
 
     prepare.__doc__ = f"Prepare the {family} snapshot(s) {views} from an upstream release folder."
     return prepare
+
+
+def write_data_kind_marker(folder: str | Path, family: str, kind: str, note: str) -> Path:
+    """Mark ``folder`` as a release written by jevkedro (``kind``: sample or synthetic)."""
+    if kind not in ("sample", "synthetic"):
+        raise ValueError(f"only our own releases are marked; got data kind {kind!r}")
+    path = Path(folder) / DATA_KIND_MARKER
+    atomic_write_json(path, {"family": family, "data_kind": kind, "synthetic": True, "note": note})
+    return path
+
+
+def check_data_kind(folder: str | Path, family: str, data: str) -> dict[str, Any] | None:
+    """Refuse a release folder whose marker disagrees with the requested data kind.
+
+    ``official`` needs a folder without our marker; ``sample``/``synthetic`` need our marker
+    naming that kind and this family. Returns the marker (None for an official folder).
+    """
+    path = Path(folder) / DATA_KIND_MARKER
+    marker = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    if data == "official":
+        if marker is not None:
+            raise SnapshotError(
+                f"{folder}: marked by {path.name} as a jevkedro {marker.get('data_kind')!r} release "
+                "(written by us, not benchmark data); it cannot be prepared as data=official"
+            )
+        return None
+    if marker is None:
+        raise SnapshotError(
+            f"{folder}: data={data!r} but the folder has no {DATA_KIND_MARKER}; an upstream release "
+            "is prepared with data=official"
+        )
+    if marker.get("data_kind") != data or marker.get("family") != family:
+        raise SnapshotError(
+            f"{path}: marks a {marker.get('family')!r} {marker.get('data_kind')!r} release, "
+            f"not a {family!r} {data!r} one"
+        )
+    return marker

@@ -108,11 +108,14 @@ def _bin_index(conf: np.ndarray, n_bins: int, right_closed: bool = False) -> np.
     return np.digitize(conf, edges[1:-1], right=False)
 
 
-def row_stats(P, Y, K, label, valid, has_target, qtype, ece_bins: int = ECE_BINS) -> dict[str, np.ndarray]:
+def row_stats(P, Y, K, label, valid, has_target, qtype, ece_bins: int = ECE_BINS,
+              level_order: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Per-question terms of every generic metric, computed once for the whole view.
 
     Groups (overall, by type, by slice) are then sums of these terms (:func:`aggregate`), so
-    slicing never recomputes a formula.
+    slicing never recomputes a formula. RPS and ordinal MAE need levels in level order: where
+    ``level_order`` is given (``(N, K)``: column of level ``k``), score columns are gathered into
+    level order first; accuracy and ECE keep the candidate order (argmax ties).
     """
     hard = label >= 0
     pred, conf = top_label(P)
@@ -121,6 +124,10 @@ def row_stats(P, Y, K, label, valid, has_target, qtype, ece_bins: int = ECE_BINS
     ordinal = prob & (qtype == "score")
     ece_rows = valid & hard
     zeros = np.zeros(len(label))
+    P_lv, Y_lv = P, Y
+    if level_order is not None and ordinal.any():
+        P_lv = np.take_along_axis(P, level_order, axis=1)
+        Y_lv = np.take_along_axis(Y, level_order, axis=1)
     return {
         "hard": hard,
         "correct": correct,
@@ -132,8 +139,8 @@ def row_stats(P, Y, K, label, valid, has_target, qtype, ece_bins: int = ECE_BINS
         "bin": np.where(ece_rows, _bin_index(conf, ece_bins), 0),
         "is_score": qtype == "score",
         "ordinal": ordinal,
-        "rps": np.where(ordinal, ordinal_rps(P, Y, K), 0.0) if ordinal.any() else zeros,
-        "mae": np.where(ordinal, ordinal_mae(P, Y), 0.0) if ordinal.any() else zeros,
+        "rps": np.where(ordinal, ordinal_rps(P_lv, Y_lv, K), 0.0) if ordinal.any() else zeros,
+        "mae": np.where(ordinal, ordinal_mae(P_lv, Y_lv), 0.0) if ordinal.any() else zeros,
     }
 
 
@@ -193,16 +200,18 @@ def summarize(
     has_target: np.ndarray,
     qtype: np.ndarray,
     ece_bins: int = ECE_BINS,
+    level_order: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """The generic metrics of one group of questions (see :func:`aggregate` for the policy)."""
-    stats = row_stats(P, Y, K, label, valid, has_target, np.asarray(qtype, dtype=object), ece_bins)
+    stats = row_stats(P, Y, K, label, valid, has_target, np.asarray(qtype, dtype=object), ece_bins, level_order)
     return aggregate(stats, np.zeros(len(label), dtype=np.intp), 1, ece_bins)[0]
 
 
 def _table_stats(table) -> dict[str, np.ndarray]:
     cached = getattr(table, "_row_stats", None)
     if cached is None:
-        cached = row_stats(table.P, table.Y, table.K, table.label, table.valid, table.has_target, table.qtype)
+        cached = row_stats(table.P, table.Y, table.K, table.label, table.valid, table.has_target, table.qtype,
+                           level_order=getattr(table, "level_order", None))
         table._row_stats = cached  # the table is immutable once built; slices reuse the terms
     return cached
 
@@ -229,10 +238,12 @@ def by_slice(table, name: str) -> dict[str, dict[str, Any]]:
 
 
 def ece_equal_frequency(confidence: np.ndarray, correct: np.ndarray, n_bins: int = ECE_BINS) -> float | None:
-    """ECE over ``n_bins`` bins holding (near) equal numbers of questions, sorted by confidence.
+    """ECE over ``n_bins`` equal-mass bins: ``sum_b (|B_b| / n) |mean conf_b - acc_b|``.
 
-    Bins are consecutive runs of the confidence-sorted questions split as evenly as possible
-    (``numpy.array_split``); ties keep their input order (stable sort).
+    Questions are sorted by confidence (ascending; ties keep their input order) and bin ``b``
+    holds sorted positions ``[b*n // n_bins, (b+1)*n // n_bins)`` (JevAlt-Bench reference, family
+    spec §6), so when ``n`` is not a multiple of ``n_bins`` the larger bins are the later ones;
+    with ``n < n_bins`` some bins are empty and add nothing.
     """
     conf = np.asarray(confidence, dtype=float)
     hit = np.asarray(correct, dtype=float)
@@ -240,7 +251,9 @@ def ece_equal_frequency(confidence: np.ndarray, correct: np.ndarray, n_bins: int
     if n == 0:
         return None
     order = np.argsort(conf, kind="stable")
-    total = 0.0
-    for part in np.array_split(order, min(n_bins, n)):
-        total += len(part) * abs(hit[part].mean() - conf[part].mean())
-    return float(total / n)
+    bounds = (np.arange(n_bins + 1) * n) // n_bins
+    bin_of = np.repeat(np.arange(n_bins), np.diff(bounds))
+    # (|B_b|/n) * |mean conf - acc| == |sum conf - sum hit| / n per bin
+    conf_sum = np.bincount(bin_of, weights=conf[order], minlength=n_bins)
+    acc_sum = np.bincount(bin_of, weights=hit[order], minlength=n_bins)
+    return float(np.abs(conf_sum - acc_sum).sum() / n)

@@ -106,6 +106,10 @@ class QuestionTable:
     ``P``: validated, normalised probabilities (zeros where invalid/absent); ``Y``: target
     distribution (one-hot of the label for hard targets); ``label``: hard label index or -1;
     ``K``: candidate count; ``status``: one of ``QUESTION_STATUSES``; ``slices``: name -> array.
+    ``level_order``: ``(N, Kmax)`` column index of score level ``k`` in each row, for views whose
+    score candidates are not laid out in level order (keys ``"0".."K-1"`` name the level, so a
+    family may keep its source's candidate order, e.g. DecisionBench); None when every score
+    question is already in level order.
     """
 
     request_id: np.ndarray
@@ -120,6 +124,7 @@ class QuestionTable:
     status: np.ndarray
     reason: list[str | None]
     slices: dict[str, np.ndarray] = field(default_factory=dict)
+    level_order: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.request_id)
@@ -137,6 +142,7 @@ def build_question_table(
     """Validate every question of a view against its prediction and lay the view out as arrays."""
     rids, qids, qtypes, ks, probs, targets, labels, unscored, statuses, reasons = ([] for _ in range(10))
     has_target: list[bool] = []
+    candidate_lists: list[list[str]] = []
     slice_cols: dict[str, list[Any]] = {}
     n = 0
     for row in rows:
@@ -160,6 +166,7 @@ def build_question_table(
                                          names if names and None not in names else None, tolerance)
                 status = "ok" if p is not None else "invalid"
             rids.append(row.request_id)
+            candidate_lists.append(cands)
             qids.append(qid)
             qtypes.append(question["type"])
             ks.append(len(cands))
@@ -186,6 +193,16 @@ def build_question_table(
     kmax = max(ks, default=1)
     P = np.zeros((n, kmax))
     Y = np.zeros((n, kmax))
+    level_order = None
+    for i, qtype in enumerate(qtypes):
+        if qtype != "score":
+            continue
+        keys = candidate_lists[i]
+        natural = [str(k) for k in range(len(keys))]
+        if keys != natural and sorted(keys) == sorted(natural):  # a permutation of the level keys
+            if level_order is None:
+                level_order = np.tile(np.arange(kmax, dtype=np.int32), (n, 1))
+            level_order[i, : len(keys)] = np.argsort([int(k) for k in keys])
     for i, (p, y) in enumerate(zip(probs, targets)):
         if p is not None:
             P[i, : len(p)] = p
@@ -205,4 +222,5 @@ def build_question_table(
         reason=reasons,
         slices={k: np.array([("" if v is None else str(v)) for v in col], dtype=object)
                 for k, col in slice_cols.items()},
+        level_order=level_order,
     )

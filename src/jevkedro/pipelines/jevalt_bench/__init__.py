@@ -1,9 +1,413 @@
-"""Family package `jevalt_bench`: not built yet (issue #3).
+"""JevAlt-Bench (``mertkayacs/jevalt-bench``): the en/tr/de test files, mapping and ``official``.
 
-Registered so that pipelines and the CLI know the view; preparing it fails with a clear error.
+Upstream: ``<lang>/test.jsonl`` for ``en``, ``tr``, ``de`` (JevOss items ``id, lang, state,
+questions, targets{label, dist}, tags`` plus optional ``abstain``, ``source``), and optionally
+``SPLITS.sha256``. Mapping (family spec §4, §8, decisions in README.md):
+
+- every row of a test file is a test item (the split is the file); a placeholder ``train``
+  field is ignored; ``request_id`` is ``<lang>/<id>`` (ids are unique per language only);
+- the request holds ``state`` and the questions only; ``targets``, ``tags``, ``id``, ``source``
+  and any other field go to other columns;
+- ``noul``: candidates ``false, true`` (upstream's option order ``no, yes``, so argmax ties go
+  to ``no``); criteria keys ``true/yes/1`` and ``false/no/0`` become ``true``/``false``;
+- ``choice``: criteria keys in insertion order; ``score``: a list gives levels ``"0".."n-1"``, an
+  object gives its keys in insertion order as levels (level i <- key i, the key map is kept with
+  the target), its values (or the key, where a value is null) as the level texts;
+- question fields beyond ``type``, ``instructions``, ``criteria`` are appended to the instruction
+  as one line of compact JSON (:func:`instruction_with_fields`, reversible);
+- the public abstain flag is the top-level ``"abstain": true``; it (never the targets, never the
+  ``abstain`` tag) appends an ``unknown`` candidate at the end of every choice and score question.
+  Gold ``unknown`` mass on a question without that candidate is dropped (the rest renormalised);
+  a gold *label* ``unknown`` there leaves the question unscored.
+
+``official``: the reference-protocol report with the equal-mass 15-bin ECE of JevOss, language,
+type and abstain slices, and an abstain summary.
 """
 
-from jevkedro.registry import not_built
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare
+from jevkedro.nodes import metrics as M
+from jevkedro.nodes.reference import reference_report
+from jevkedro.nodes.snapshot import (PreparedView, SnapshotError, SourceFormatError, check_source, read_jsonl,
+                                     sha256_file)
+from jevkedro.protocol import NOUL_ORDER_FALSE_FIRST, SnapshotRow, Target, dumps
 
 FAMILY = "jevalt_bench"
-prepare = not_built(FAMILY, "issue #3")
+VIEWS = ("jevalt_bench",)
+LANGUAGES = ("en", "tr", "de")
+SPLITS_FILE = "SPLITS.sha256"
+UNKNOWN = "unknown"
+# The text of the appended "unknown" candidate, per language (our wording of upstream's meaning).
+UNKNOWN_DESCRIPTION = {
+    "en": "The state does not contain enough information to decide.",
+    "tr": "Durum, karar vermek için yeterli bilgi içermiyor.",
+    "de": "Der Zustand enthält nicht genug Informationen für eine Entscheidung.",
+}
+QUESTION_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+WIRE_FIELDS = ("type", "instructions", "criteria")
+REQUIRED = ("id", "lang", "state", "questions", "targets")
+NOUL_TRUE_KEYS, NOUL_FALSE_KEYS = ("true", "yes", "1"), ("false", "no", "0")
+NOUL_VALUES = ("no", "yes")  # upstream option values, in candidate order (false, true)
+DIST_SUM_TOLERANCE = 1e-3
+OFFICIAL_SLICES = {
+    "language": "language",
+    "type": "type",
+    "language_type": ("language", "type"),
+    "abstain": "abstain",
+    "unknown_candidate": "unknown_candidate",
+    "domain": "source",
+    "tag_prefixes": "tag_prefixes",
+}
+
+
+def release_files() -> list[str]:
+    return [f"{lang}/test.jsonl" for lang in LANGUAGES]
+
+
+# ---------------------------------------------------------------------------------------------
+# instructions with extra fields
+
+
+def instruction_with_fields(instructions: Any, fields: dict[str, Any]) -> Any:
+    """The instruction a model sees for a question with extra upstream fields.
+
+    No extra fields: ``instructions`` unchanged (string or structured). Otherwise the text
+    (structured instructions as compact JSON, as upstream renders them) plus a newline and the
+    extra fields as one line of compact JSON, keys in their source order. Compact JSON never
+    contains a raw newline, so :func:`split_instruction` recovers both parts exactly.
+    """
+    if not fields:
+        return instructions
+    text = instructions if isinstance(instructions, str) else dumps(instructions)
+    return f"{text}\n{dumps(fields)}"
+
+
+def split_instruction(text: str) -> tuple[str, dict[str, Any]]:
+    """Inverse of :func:`instruction_with_fields` for a question that had extra fields."""
+    head, _, tail = text.rpartition("\n")
+    return head, json.loads(tail)
+
+
+# ---------------------------------------------------------------------------------------------
+# source mapping
+
+
+def _option_values(where: str, qtype: str, criteria: Any) -> tuple[list[str], Any]:
+    """Option values in prompt order and the wire criteria, for one question."""
+    if qtype == "noul":
+        if criteria is None:
+            return list(NOUL_VALUES), None
+        if not isinstance(criteria, dict):
+            raise SourceFormatError(f"{where}: noul criteria must be an object, got {type(criteria).__name__}")
+        wire = {}
+        for key, text in criteria.items():
+            k = str(key).lower()
+            pole = "true" if k in NOUL_TRUE_KEYS else "false" if k in NOUL_FALSE_KEYS else None
+            if pole is None or pole in wire:
+                raise SourceFormatError(f"{where}: noul criteria keys must be one of true/yes/1 and false/no/0, got {list(criteria)}")
+            wire[pole] = text
+        return list(NOUL_VALUES), wire
+    if qtype == "choice":
+        if not isinstance(criteria, dict) or len(criteria) < 2:
+            raise SourceFormatError(f"{where}: choice criteria must be an object with at least 2 options")
+        if UNKNOWN in criteria:
+            raise SourceFormatError(f"{where}: option {UNKNOWN!r} is reserved for the abstain candidate")
+        return [str(k) for k in criteria], dict(criteria)
+    if qtype == "score":
+        if isinstance(criteria, list) and len(criteria) >= 2:
+            return [str(i) for i in range(len(criteria))], list(criteria)
+        if isinstance(criteria, dict) and len(criteria) >= 2:
+            if UNKNOWN in criteria:
+                raise SourceFormatError(f"{where}: level {UNKNOWN!r} is reserved for the abstain candidate")
+            # dict form: keys are the levels in insertion order; a null text falls back to the key
+            return [str(k) for k in criteria], [k if v is None else v for k, v in criteria.items()]
+        raise SourceFormatError(f"{where}: score criteria must be a list or an object of at least 2 levels")
+    raise SourceFormatError(f"{where}: unknown question type {qtype!r}; expected choice, score or noul")
+
+
+def _is_prob(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and 0.0 <= x <= 1.0
+
+
+def _label_value(qtype: str, score_list: bool, label: Any) -> Any:
+    if qtype == "score" and score_list and isinstance(label, int) and not isinstance(label, bool):
+        return str(label)  # a list level given by position
+    return label
+
+
+def map_target(where: str, qtype: str, values: list[str], score_list: bool, target: Any,
+               with_unknown: bool, level_keys: list[str] | None = None) -> Target:
+    """One question's target over its candidates (``values`` plus ``unknown`` when offered).
+
+    ``dist`` may be an object keyed by option value or a list in option order. Unknown mass on a
+    question without the ``unknown`` candidate is dropped and the rest renormalised; a gold label
+    ``unknown`` there makes the question unscored (the gold is outside what was asked).
+    """
+    if not isinstance(target, dict) or "label" not in target or "dist" not in target:
+        raise SourceFormatError(f"{where}: target needs label and dist, got {target!r}")
+    offered = values + [UNKNOWN] if with_unknown else list(values)
+    label = _label_value(qtype, score_list, target["label"])
+    dist = target["dist"]
+    if isinstance(dist, list):
+        if len(dist) not in (len(values), len(values) + 1):
+            raise SourceFormatError(f"{where}: dist list has {len(dist)} values for {len(values)} options")
+        dist = dict(zip(values + [UNKNOWN], dist))
+    if not isinstance(dist, dict):
+        raise SourceFormatError(f"{where}: dist must be an object or a list, got {type(dist).__name__}")
+    dist = {str(k): v for k, v in dist.items()}
+    stray = [k for k in dist if k not in values and k != UNKNOWN]
+    if stray:
+        raise SourceFormatError(f"{where}: dist keys {stray} are not option values {values}")
+    if not all(_is_prob(v) for v in dist.values()):
+        raise SourceFormatError(f"{where}: dist values must be numbers in [0, 1], got {list(dist.values())}")
+    total = sum(dist.values())
+    if abs(total - 1.0) > DIST_SUM_TOLERANCE:
+        raise SourceFormatError(f"{where}: dist sums to {total:.6g}, not 1 within {DIST_SUM_TOLERANCE}")
+    if label != UNKNOWN and label not in values:
+        raise SourceFormatError(f"{where}: label {target['label']!r} is not an option value {values}")
+    extra: dict[str, Any] = {"gold": label}
+    if level_keys is not None:
+        extra["level_keys"] = level_keys  # dict-form score: level i <- key i
+    if with_unknown:
+        extra["unknown_candidate"] = True
+    elif dist.get(UNKNOWN, 0.0) > 0 or label == UNKNOWN:
+        extra["dropped_unknown_mass"] = dist.get(UNKNOWN, 0.0)
+        if label == UNKNOWN:
+            extra["unscored_reason"] = "gold label is unknown, but the request offers no unknown candidate"
+            return Target(unscored=True, extra=extra)
+    kept = np.array([float(dist.get(v, 0.0)) for v in offered])
+    if kept.sum() <= 0:
+        raise SourceFormatError(f"{where}: dist puts no mass on the offered candidates {offered}")
+    return Target(label=offered.index(label), probabilities=tuple((kept / kept.sum()).tolist()), extra=extra)
+
+
+def public_abstain_flag(obj: dict[str, Any], where: str) -> bool:
+    """The row's public abstain flag: the top-level boolean ``abstain`` (absent or null = false).
+
+    Tags (including an ``abstain`` tag) are metadata and targets are gold: neither decides it.
+    """
+    flag = obj.get("abstain")
+    if flag is None:
+        return False
+    if not isinstance(flag, bool):
+        raise SourceFormatError(f"{where}: abstain must be true or false, got {flag!r}")
+    return flag
+
+
+def offers_unknown(request: dict[str, Any]) -> bool:
+    """Whether a prepared request carries the abstain ``unknown`` candidate (spec Unknown 8).
+
+    A JevAlt-style server may also be sent the top-level ``"abstain": true`` for such requests;
+    that is a per-server adapter setting, recorded per request as ``meta.abstain_flag_sent``
+    (official Jev has no such field). The request itself never carries it.
+    """
+    texts = set(UNKNOWN_DESCRIPTION.values())
+    for q in request.get("questions", {}).values():
+        criteria = q.get("criteria")
+        if q.get("type") == "choice" and isinstance(criteria, dict) and UNKNOWN in criteria:
+            return True
+        if q.get("type") == "score" and isinstance(criteria, list) and criteria and criteria[-1] in texts:
+            return True
+    return False
+
+
+def map_row(path: Path, lineno: int, obj: dict[str, Any], lang: str) -> SnapshotRow:
+    """One JevOss item of ``<lang>/test.jsonl`` -> one snapshot row."""
+    where = f"{path}:{lineno}"
+    missing = [k for k in REQUIRED if k not in obj]
+    if missing:
+        raise SourceFormatError(f"{where}: missing field(s) {missing}")
+    if obj["lang"] != lang:
+        raise SourceFormatError(f"{where}: lang {obj['lang']!r} in the {lang!r} test file")
+    rid = obj["id"]
+    if not isinstance(rid, str) or not rid or any(c in rid for c in "\t\r\n"):
+        raise SourceFormatError(f"{where}: id must be a non-empty string without tabs or newlines, got {rid!r}")
+    questions_in, targets_in = obj["questions"], obj["targets"]
+    if not isinstance(questions_in, dict) or not 1 <= len(questions_in) <= 6:
+        raise SourceFormatError(f"{where}: questions must be an object of 1-6 questions")
+    if not isinstance(targets_in, dict) or set(targets_in) != set(questions_in):
+        raise SourceFormatError(f"{where}: targets {sorted(targets_in) if isinstance(targets_in, dict) else targets_in!r} "
+                                f"do not match questions {sorted(questions_in)}")
+    tags = obj.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise SourceFormatError(f"{where}: tags must be a list of strings")
+    abstain = public_abstain_flag(obj, where)
+    questions, candidates, targets, q_slices = {}, {}, {}, {}
+    for qid, q in questions_in.items():
+        qwhere = f"{where}: question {qid!r}"
+        if not QUESTION_ID.match(qid):
+            raise SourceFormatError(f"{qwhere}: id does not match {QUESTION_ID.pattern}")
+        if not isinstance(q, dict):
+            raise SourceFormatError(f"{qwhere}: must be an object")
+        qtype, instructions = q.get("type"), q.get("instructions")
+        if not isinstance(instructions, (str, dict, list)):
+            raise SourceFormatError(f"{qwhere}: instructions must be a string or structured, got {instructions!r}")
+        values, criteria = _option_values(qwhere, qtype, q.get("criteria"))
+        with_unknown = abstain and qtype in ("choice", "score")
+        if with_unknown:
+            text = UNKNOWN_DESCRIPTION[lang]
+            criteria = {**criteria, UNKNOWN: text} if qtype == "choice" else [*criteria, text]
+        fields = {k: v for k, v in q.items() if k not in WIRE_FIELDS}
+        wire = {"type": qtype, "instructions": instruction_with_fields(instructions, fields)}
+        if criteria is not None:
+            wire["criteria"] = criteria
+        questions[qid] = wire
+        if qtype == "noul":
+            candidates[qid] = list(NOUL_ORDER_FALSE_FIRST)
+        elif qtype == "choice":
+            candidates[qid] = list(criteria)
+        else:
+            candidates[qid] = [str(i) for i in range(len(criteria))]
+        score_list = isinstance(q.get("criteria"), list)
+        targets[qid] = map_target(qwhere, qtype, values, score_list, targets_in[qid], with_unknown,
+                                  level_keys=values if qtype == "score" and not score_list else None)
+        q_slices[qid] = {"unknown_candidate": "yes" if with_unknown else "no"}
+    prefixes = sorted({t.split(":", 1)[0] for t in tags})
+    source = obj.get("source")
+    other = {k: v for k, v in obj.items() if k not in (*REQUIRED, "tags", "abstain", "source", "train")}
+    return SnapshotRow(
+        request_id=f"{lang}/{rid}",
+        request={"state": obj["state"], "questions": questions},
+        candidates=candidates,
+        targets=targets,
+        slices={"language": lang, "abstain": "yes" if abstain else "no",
+                "source": source if isinstance(source, str) else "",
+                "tag_prefixes": "+".join(prefixes) or "none", "questions": q_slices},
+        source={"id": rid, "file": f"{lang}/test.jsonl", "line": lineno, "tags": tags, "source": source,
+                **({"other_fields": other} if other else {})},
+    )
+
+
+def read_splits(path: Path) -> dict[str, str]:
+    """``SPLITS.sha256`` lines ``<sha256>  <lang>/<split>.jsonl`` -> {relative path: sha256}."""
+    out = {}
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        m = re.fullmatch(r"([0-9a-f]{64}) [ *]?(\S.*)", line.strip())
+        if not m:
+            raise SourceFormatError(f"{path}:{lineno}: expected '<sha256>  <lang>/<split>.jsonl', got {line!r}")
+        out[m.group(2)] = m.group(1)
+    return out
+
+
+def check_splits(source: Path) -> dict[str, str] | None:
+    """Check each test file against ``SPLITS.sha256`` when the release has one."""
+    path = source / SPLITS_FILE
+    if not path.is_file():
+        return None
+    listed = read_splits(path)
+    for rel in release_files():
+        if rel not in listed:
+            raise SnapshotError(f"{path}: lists no sha256 for {rel}")
+        if not (source / rel).is_file():
+            raise SnapshotError(f"source file not found: {source / rel}")
+        digest = sha256_file(source / rel)
+        if digest != listed[rel]:
+            raise SnapshotError(f"source {source / rel}: sha256 {digest} does not match {SPLITS_FILE} ({listed[rel]})")
+    return {rel: listed[rel] for rel in release_files()}
+
+
+def composition(rows: list[SnapshotRow], train_fields: int) -> dict[str, Any]:
+    """Counts the release does not publish (per language, per type), recorded with the snapshot."""
+    by_lang: dict[str, Counter[str]] = {}
+    for r in rows:
+        c = by_lang.setdefault(r.slices["language"], Counter())
+        c["inputs"] += 1
+        for q in r.request["questions"].values():
+            c["questions"] += 1
+            c[f"type:{q['type']}"] += 1
+    targets = [t for r in rows for t in r.targets.values()]
+    return {
+        "by_language": {lang: {"inputs": c["inputs"], "questions": c["questions"],
+                               "by_type": {k[5:]: v for k, v in sorted(c.items()) if k.startswith("type:")}}
+                        for lang, c in sorted(by_lang.items())},
+        "abstain_requests": sum(1 for r in rows if r.slices["abstain"] == "yes"),
+        "unknown_candidates": sum(1 for t in targets if t.extra.get("unknown_candidate")),
+        "dropped_unknown_mass": sum(1 for t in targets if "dropped_unknown_mass" in t.extra and not t.unscored),
+        "unscored_gold_unknown": sum(1 for t in targets if t.unscored),
+        "train_fields_ignored": train_fields,
+    }
+
+
+def build(source: str | Path, view: str = "jevalt_bench", data: str = "official", **_: Any) -> PreparedView:
+    """Map the three test files of a JevAlt-Bench release folder."""
+    manifest = family_manifest(FAMILY)
+    source = Path(source)
+    marker = check_data_kind(source, FAMILY, data)
+    pins = {p["file"]: p for p in manifest["sources"].get(data, [])}
+    splits = check_splits(source)
+    rows: list[SnapshotRow] = []
+    files = []
+    train_fields = 0
+    for lang, rel in zip(LANGUAGES, release_files()):
+        path = source / rel
+        files.append(check_source(path, pins.get(rel)))
+        seen: dict[str, int] = {}
+        for lineno, obj in read_jsonl(path):
+            if obj.get("id") in seen:
+                raise SourceFormatError(f"{path}:{lineno}: id {obj['id']!r} repeats line {seen[obj['id']]}")
+            seen[obj.get("id")] = lineno
+            train_fields += "train" in obj
+            rows.append(map_row(path, lineno, obj, lang))
+    notes = {"release": manifest["upstream"]["release"], "splits_sha256": splits,
+             "composition": composition(rows, train_fields)}
+    if marker:
+        notes["synthetic"] = marker
+    return PreparedView(view=view, family=FAMILY, data=data, rows=rows, sources=files,
+                        scoring=manifest["scoring"], expected=expected_for(FAMILY, view, data), notes=notes)
+
+
+prepare = make_prepare(FAMILY, VIEWS, build)
+
+
+# ---------------------------------------------------------------------------------------------
+# scoring
+
+
+def abstain_summary(table, predictions: dict[str, Any]) -> dict[str, Any]:
+    """How the ``unknown`` candidate fared: it is the last candidate of each marked question."""
+    m = ~table.unscored
+    offered = m & (table.slices.get("unknown_candidate", np.array([""] * len(table))) == "yes")
+    last = table.K - 1
+    pred, _ = M.top_label(table.P)
+    valid = table.valid & offered
+    gold_unknown = offered & (table.label == last)
+    predicted_unknown = valid & (pred == last)
+    sent = any(bool((r.get("meta") or {}).get("abstain_flag_sent")) for r in predictions.values())
+    return {
+        "questions_with_unknown_candidate": int(offered.sum()),
+        "gold_unknown": int(gold_unknown.sum()),
+        "predicted_unknown": int(predicted_unknown.sum()),
+        "unknown_correct": int((predicted_unknown & gold_unknown).sum()),
+        "unscored_gold_unknown_without_candidate": int(table.unscored.sum()),
+        "abstain_flag_sent": sent,
+        "rule": "the unknown candidate is offered only where the row's public abstain flag is true; "
+                "predicting it is correct exactly when the gold label is unknown",
+    }
+
+
+def evaluate(dataset, records, predictions, output=None) -> dict[str, Any]:
+    """``official``: the reference-protocol report with JevOss's equal-mass 15-bin ECE."""
+    manifest = family_manifest(FAMILY)
+    report = reference_report(
+        records, OFFICIAL_SLICES, "equal_frequency", family=FAMILY, release=manifest["upstream"]["release"],
+        data=getattr(dataset, "data", None),
+        slices_not_available={"task": "question ids are free per row; see the type slice",
+                              "difficulty": "the release has no difficulty field"},
+        domain_from="the row's top-level source field (empty when absent)",
+        comparability="upstream comparisons drop rows needing unknown for models without abstain; "
+                      "this report keeps every question and marks them (unknown_candidate slice)",
+    )
+    report["abstain"] = abstain_summary(records, predictions or {})
+    return report
