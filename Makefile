@@ -11,21 +11,33 @@ export DO_NOT_TRACK := 1
 
 setup: $(VENV)/.installed
 
+# The project and what `kedro run` needs.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[test]"
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+# Plus the test tools and the optional runtimes the tests exercise: Dask (distributed
+# inference) and torch + MiniLM (torch==2.13.0 is pinned: on this project's machines pip takes
+# the CPU wheel; an unpinned torch would pull a multi-GB CUDA build).
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(BIN)/python -m pip install -q -e ".[test,dask,torch]"
 	touch $@
 
 run: setup
 	$(BIN)/kedro run
 	$(BIN)/python -m jevkedro.summary
 
-test: setup
+test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q
 
-test-all: setup
+test-all: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -m ""
+
+bench: $(VENV)/.installed-test
+	$(BIN)/python benchmarks/bench_scoring.py
+	$(BIN)/python benchmarks/bench_zh_run.py
 
 viz: setup
 	$(BIN)/kedro viz run

@@ -115,7 +115,27 @@ def test_table_statuses_and_policy():
 
 def test_table_list_shaped_answers():
     rows = [_row("r")]
-    preds = {"r": {"status": "ok", "response": {"answers": [{"id": "q", "type": "choice",
+    preds = {"r": {"status": "ok", "response": {"answers": [{"id": "q", "type": "choice", "choice": "b",
                                                              "probabilities": {"a": 0.2, "b": 0.8}}]}}}
     t = build_question_table(rows, preds)
     assert t.status.tolist() == ["ok"] and t.P[0].tolist() == pytest.approx([0.2, 0.8])
+
+
+def test_choice_field_must_name_an_option():
+    ok = {"type": "choice", "choice": "b", "probabilities": {"a": 0.2, "b": 0.5, "c": 0.3}}
+    foreign = {**ok, "choice": "z"}
+    assert validate_answer("choice", CHOICE, ok)[1] is None
+    assert "'z' is not one of the options" in validate_answer("choice", CHOICE, foreign)[1]
+
+
+def test_list_flavour_requires_choice_and_rejects_noul_in_choice_slot():
+    rows = [_row("r1"), _row("r2"), _row("r3")]
+    probs = {"a": 0.4, "b": 0.6}
+    preds = {
+        "r1": {"status": "ok", "response": {"answers": [{"id": "q", "type": "choice", "choice": "b", "probabilities": probs}]}},
+        "r2": {"status": "ok", "response": {"answers": [{"id": "q", "type": "choice", "probabilities": probs}]}},
+        "r3": {"status": "ok", "response": {"answers": [{"id": "q", "type": "noul", "noul": 0.7}]}},
+    }
+    t = build_question_table(rows, preds)
+    assert t.status.tolist() == ["ok", "invalid", "invalid"]
+    assert "None is not one of the options" in t.reason[1] and "answer type 'noul'" in t.reason[2]

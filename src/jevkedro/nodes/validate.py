@@ -14,6 +14,8 @@ Decisions recorded here (and tested):
   the upstream adapter does). Mixed keying is invalid.
 - ``noul`` is P(true) for every flavour; a ``probabilities`` object over ``true``/``false`` is
   accepted when ``noul`` is absent.
+- A choice answer whose ``choice`` names no candidate is invalid; in the list-shaped ``/decide``
+  flavour a choice answer must carry ``choice`` (wire_protocol §5: missing or foreign -> invalid).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 from jevkedro.protocol import SnapshotRow
 
 SUM_TOLERANCE = 0.01
+LIST_FLAVOUR_KEY = "_list_flavour"  # set on answers that came from a list-shaped body
 # Statuses of one question at scoring time. ``ok``/``invalid`` exist only for answered questions.
 QUESTION_STATUSES = ("ok", "invalid", "unsupported", "unattempted", "error")
 
@@ -44,7 +47,10 @@ def answers_by_question(response: Any) -> dict[str, Any]:
     if isinstance(answers, Mapping):
         return dict(answers)
     if isinstance(answers, list):
-        return {a["id"]: a for a in answers if isinstance(a, Mapping) and isinstance(a.get("id"), str)}
+        # the list-shaped /decide flavour: entries matched by id; marked so that validation can
+        # apply that flavour's rule (a choice entry must name its choice, see validate_answer)
+        return {a["id"]: {**a, LIST_FLAVOUR_KEY: True} for a in answers
+                if isinstance(a, Mapping) and isinstance(a.get("id"), str)}
     return {}
 
 
@@ -77,6 +83,9 @@ def validate_answer(
             by_key = {"true": float(p), "false": 1.0 - float(p)}
             return np.array([by_key[c] for c in candidates], dtype=float), None
     else:
+        if qtype == "choice" and ("choice" in answer or answer.get(LIST_FLAVOUR_KEY)):
+            if answer.get("choice") not in candidates:
+                return None, f"choice {answer.get('choice')!r} is not one of the options"
         probs = answer.get("probabilities")
         if not isinstance(probs, Mapping):
             return None, "no probabilities object"
