@@ -34,7 +34,7 @@ import numpy as np
 from jevkedro.family import expected_for, family_manifest, make_prepare
 from jevkedro.nodes.parquet_source import check_data_kind, read_parquet_rows, where
 from jevkedro.nodes.reference import reference_report
-from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, check_source
+from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, check_source, json_cell
 from jevkedro.nodes.validate import QuestionTable
 from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target, candidates_for
 
@@ -61,15 +61,6 @@ POSTERIOR_NOTE = ("Pure-posterior nouls are soft targets {true: p, false: 1 - p}
 
 # ---------------------------------------------------------------------------------------------
 # source mapping
-
-
-def _json_cell(loc: str, column: str, text: Any) -> Any:
-    if not isinstance(text, str):
-        raise SourceFormatError(f"{loc}: column {column!r} must hold JSON text, got {type(text).__name__}")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SourceFormatError(f"{loc}: column {column!r} is not valid JSON ({exc.msg} at column {exc.colno})") from None
 
 
 def decode_state(loc: str, text: Any) -> tuple[Any, str]:
@@ -147,8 +138,8 @@ def map_row(path: Path, index: int, raw: Mapping[str, Any], graded: frozenset[tu
     if not isinstance(level, int) or isinstance(level, bool) or level not in LEVELS:
         raise SourceFormatError(f"{loc}: level {level!r} is not one of 0-4")
     state, state_format = decode_state(loc, raw["state"])
-    questions = _json_cell(loc, "questions", raw["questions"])
-    answers = _json_cell(loc, "answers", raw["answers"])
+    questions = json_cell(loc, "questions", raw["questions"])
+    answers = json_cell(loc, "answers", raw["answers"])
     if not isinstance(questions, dict) or not questions:
         raise SourceFormatError(f"{loc}: questions must be a non-empty object")
     if not isinstance(answers, dict) or set(answers) != set(questions):
