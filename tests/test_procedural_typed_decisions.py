@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 import jevkedro.pipelines.procedural_typed_decisions as ptd
-from jevkedro.family import family_manifest
+from jevkedro.family import DATA_KIND_MARKER, family_manifest, write_data_kind_marker
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.parquet_source import DATA_KIND_KEY
 from jevkedro.nodes.snapshot import Snapshot, SnapshotError, SourceFormatError, sha256_file
@@ -199,6 +199,7 @@ def test_count_checks_fail_naming_what_differs(tmp_path):
         ptd.prepare(tmp_path / "snap", tmp_path / "small", data="synthetic")
     rows = [r for r in synthetic.generate_rows(2) if r["task"] != "table_lookup"]
     _write(tmp_path / "missing" / FILE, rows, marker="synthetic")
+    write_data_kind_marker(tmp_path / "missing", "procedural_typed_decisions", "synthetic", "test")
     with pytest.raises(SnapshotError, match=r"task table_lookup: missing; tasks: found 17, expected 18"):
         ptd.prepare(tmp_path / "snap", tmp_path / "missing", data="synthetic")
     assert not (tmp_path / "snap" / "procedural_typed_decisions.tsv").exists()
@@ -216,6 +217,9 @@ def test_release_without_pins_records_the_hashes_and_refuses_marked_files(tmp_pa
     with pytest.raises(SnapshotError, match="tasks: found 1, expected 18"):
         ptd.build(tmp_path / "one", data="official")
     synthetic.write_release(tmp_path / "syn", rows_per_task=1)
+    with pytest.raises(SnapshotError, match="cannot be prepared as data=official"):
+        ptd.build(tmp_path / "syn", data="official")
+    (tmp_path / "syn" / DATA_KIND_MARKER).unlink()  # the file's own stamp still refuses it
     with pytest.raises(SnapshotError, match="not the upstream release"):
         ptd.build(tmp_path / "syn", data="official")
     with pytest.raises(SnapshotError, match="source files not found"):

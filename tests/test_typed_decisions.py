@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 import jevkedro.pipelines.typed_decisions as td
-from jevkedro.family import family_manifest
+from jevkedro.family import family_manifest, write_data_kind_marker
 from jevkedro.nodes.parquet_source import DATA_KIND_KEY
 from jevkedro.nodes.snapshot import Snapshot, SnapshotError, SourceFormatError, sha256_file
 from jevkedro.nodes.validate import build_question_table
@@ -184,14 +184,20 @@ def test_intern_decision_reencoding_is_not_accepted(tmp_path, pinned_to):
 
 
 def test_synthetic_files_are_never_taken_for_the_release(tmp_path, pinned_to):
+    # a stamped file copied out of its marked folder: the in-file stamp still refuses it
     marked = _write(tmp_path / "a" / FILE, [_row()], marker="synthetic")
     pinned_to(marked)
     with pytest.raises(SnapshotError, match="not the upstream release"):
         td.build(tmp_path / "a", data="official")
-    unmarked = _write(tmp_path / "b" / FILE, [_row()])
+    # the folder marker is the first check; a marked folder must hold files stamped with its kind
+    _write(tmp_path / "b" / FILE, [_row()])
+    with pytest.raises(SnapshotError, match="has no JEVKEDRO_DATA_KIND.json"):
+        td.build(tmp_path / "b", data="synthetic")
+    write_data_kind_marker(tmp_path / "b", "typed_decisions", "synthetic", "test")
     with pytest.raises(SnapshotError, match="carries no jevkedro marker"):
         td.build(tmp_path / "b", data="synthetic")
-    del unmarked
+    with pytest.raises(SnapshotError, match="cannot be prepared as data=official"):
+        td.build(tmp_path / "b", data="official")
 
 
 # --- scoring rules ---------------------------------------------------------------------------
@@ -293,6 +299,7 @@ def test_count_checks_fail_naming_what_differs(tmp_path):
     del q["urgency"], g["urgency"]
     rows[0].update(questions=json.dumps(q), gold=json.dumps(g), n_questions=4)
     _write(tmp_path / "short" / FILE, rows, marker="synthetic")
+    write_data_kind_marker(tmp_path / "short", "typed_decisions", "synthetic", "test")
     with pytest.raises(SnapshotError, match=r"counts differ from the manifest: questions: found 1999, expected 2000"):
         td.prepare(tmp_path / "snap", tmp_path / "short", data="synthetic")
     assert not (tmp_path / "snap" / "typed_decisions.tsv").exists()

@@ -31,8 +31,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from jevkedro.family import expected_for, family_manifest, make_prepare
-from jevkedro.nodes.parquet_source import check_data_kind, read_parquet_rows, where
+from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare
+from jevkedro.nodes.parquet_source import read_parquet_rows, where
 from jevkedro.nodes.reference import reference_report
 from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, check_source, json_cell
 from jevkedro.nodes.validate import QuestionTable
@@ -190,6 +190,7 @@ def build(source: str | Path, view: str = "procedural_typed_decisions", data: st
     """Map a release folder holding ``all/test-*.parquet`` (as downloaded from the Hub)."""
     manifest = family_manifest(FAMILY)
     source = Path(source)
+    check_data_kind(source, FAMILY, data)
     paths = sorted(source.glob(RELEASE_GLOB))
     if not paths:
         raise SnapshotError(f"source files not found: {source / RELEASE_GLOB}; download the release as README.md says")
@@ -202,7 +203,7 @@ def build(source: str | Path, view: str = "procedural_typed_decisions", data: st
     for path in paths:
         files.append(check_source(path, pins.get(str(path.relative_to(source)))))
         parquet = read_parquet_rows(path, REQUIRED_COLUMNS)
-        check_data_kind(path, data, parquet.metadata)
+        check_data_kind(source, FAMILY, data, file_marker=parquet.file_marker)
         rows.extend(map_row(path, i, raw, graded) for i, raw in enumerate(parquet.rows))
     if data in ("official", "synthetic"):
         check_tasks(rows, str(source / RELEASE_GLOB), manifest["release"])

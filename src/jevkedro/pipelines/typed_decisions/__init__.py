@@ -28,9 +28,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from jevkedro.family import expected_for, family_manifest, make_prepare
+from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare
 from jevkedro.nodes import metrics as M
-from jevkedro.nodes.parquet_source import check_data_kind, read_parquet_rows, where
+from jevkedro.nodes.parquet_source import read_parquet_rows, where
 from jevkedro.nodes.reference import reference_report
 from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, check_source, json_cell
 from jevkedro.nodes.validate import SUM_TOLERANCE, QuestionTable
@@ -192,6 +192,7 @@ def check_workflows(rows: list[SnapshotRow], path: Path, expected: Mapping[str, 
 def build(source: str | Path, view: str = "typed_decisions", data: str = "official", **_: Any) -> PreparedView:
     """Map a release folder holding ``all/test-00000-of-00001.parquet`` (as downloaded from the Hub)."""
     manifest = family_manifest(FAMILY)
+    check_data_kind(source, FAMILY, data)
     path = Path(source) / RELEASE_FILE
     if not path.is_file():
         near = sorted(p.name for p in Path(source).glob("*.jsonl")) if Path(source).is_dir() else []
@@ -210,7 +211,7 @@ def build(source: str | Path, view: str = "typed_decisions", data: str = "offici
     missing = [c for c in REQUIRED_COLUMNS if c not in parquet.columns]
     if missing:
         raise SourceFormatError(f"{path}: missing column(s) {missing}; found {parquet.columns}")
-    check_data_kind(path, data, parquet.metadata)
+    check_data_kind(source, FAMILY, data, file_marker=parquet.file_marker)
     rows = [map_row(path, i, raw) for i, raw in enumerate(parquet.rows)]
     if data in ("official", "synthetic"):
         check_workflows(rows, path, manifest["release"]["cases_per_workflow"])

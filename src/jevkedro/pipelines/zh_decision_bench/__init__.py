@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from jevkedro.family import expected_for, family_manifest, make_prepare
+from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare
 from jevkedro.nodes.reference import reference_report
 from jevkedro.nodes.snapshot import PreparedView, SourceFormatError, check_source, read_jsonl
 from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target, candidates_for
@@ -92,6 +92,7 @@ def build(source: str | Path, view: str = "zh_decision_bench", data: str = "offi
     """Map the v0.2 release folder (``voice_routing.jsonl``, ``business_scenarios.jsonl``)."""
     manifest = family_manifest(FAMILY)
     source = Path(source)
+    check_data_kind(source, FAMILY, data)
     pins = manifest["sources"][data] if data in manifest["sources"] else [{"file": f} for f in manifest["files"]]
     rows, files = [], []
     for pin in pins:
