@@ -244,7 +244,7 @@ def test_shipped_sample_is_pinned_marked_and_covers_every_task_and_level(tmp_pat
 
 
 def test_kedro_run_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
-    from kedro_run_helper import kedro_run, make_project, mlflow_tags, report, write_replay
+    from kedro_project_run import kedro_run, make_project, mlflow_tags, report, write_replay
 
     project = make_project(tmp_path, ["procedural_typed_decisions"])
     view = "procedural_typed_decisions"

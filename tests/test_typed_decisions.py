@@ -324,7 +324,7 @@ def test_shipped_sample_is_pinned_marked_and_reproducible(tmp_path):
 
 
 def test_kedro_run_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
-    from kedro_run_helper import kedro_run, make_project, mlflow_tags, report, write_replay
+    from kedro_project_run import kedro_run, make_project, mlflow_tags, report, write_replay
 
     project = make_project(tmp_path, ["typed_decisions"])
     kedro_run(project, "typed_decisions")
