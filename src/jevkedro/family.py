@@ -14,7 +14,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from jevkedro.nodes.snapshot import PreparedView, SnapshotError, atomic_write_json, commit_dataset
+from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, atomic_write_json, commit_dataset
+from jevkedro.protocol import candidates_for
 
 DEFAULT_SNAPSHOT_ROOT = Path("data/02_snapshots")
 DEFAULT_RAW_ROOT = Path("data/01_raw")
@@ -58,6 +59,26 @@ def make_prepare(family: str, views: tuple[str, ...], build: Callable[..., Prepa
 
     prepare.__doc__ = f"Prepare the {family} snapshot(s) {views} from an upstream release folder."
     return prepare
+
+
+def wire_question(where: str, qid: str, question: Any,
+                  noul_order: tuple[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """One source question as the model sees it, and its candidate keys (PROTOCOL §1).
+
+    Only ``type``, ``instructions`` and ``criteria`` reach the request (``criteria`` left out when
+    null); whatever else the source stores with a question stays out. ``noul_order`` is the
+    family's noul candidate order. A question that is not an object, or whose type and criteria
+    give no candidates, raises :class:`SourceFormatError` naming ``where`` and the question id.
+    """
+    if not isinstance(question, dict):
+        raise SourceFormatError(f"{where}: question {qid!r} must be an object")
+    wire = {"type": question.get("type"), "instructions": question.get("instructions")}
+    if question.get("criteria") is not None:
+        wire["criteria"] = question["criteria"]
+    try:
+        return wire, candidates_for(wire, noul_order)
+    except ValueError as exc:
+        raise SourceFormatError(f"{where}: question {qid!r}: {exc}") from None
 
 
 OWN_DATA_KINDS = ("sample", "synthetic")  # data written by us; "official" is the upstream release

@@ -31,12 +31,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare
+from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare, wire_question
 from jevkedro.nodes.parquet_source import read_parquet_rows, where
 from jevkedro.nodes.reference import reference_report
 from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, check_source, json_cell
 from jevkedro.nodes.validate import QuestionTable
-from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target, candidates_for
+from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target
 
 FAMILY = "procedural_typed_decisions"
 VIEWS = ("procedural_typed_decisions",)
@@ -147,15 +147,7 @@ def map_row(path: Path, index: int, raw: Mapping[str, Any], graded: frozenset[tu
         raise SourceFormatError(f"{loc}: answer keys {have} are not the question keys {sorted(questions)}")
     wire_questions, candidates, targets, kinds = {}, {}, {}, {}
     for qid, q in questions.items():
-        if not isinstance(q, dict):
-            raise SourceFormatError(f"{loc}: question {qid!r} must be an object")
-        wire = {"type": q.get("type"), "instructions": q.get("instructions")}
-        if q.get("criteria") is not None:
-            wire["criteria"] = q["criteria"]
-        try:
-            candidates[qid] = candidates_for(wire, NOUL_ORDER_TRUE_FIRST)
-        except ValueError as exc:
-            raise SourceFormatError(f"{loc}: question {qid!r}: {exc}") from None
+        wire, candidates[qid] = wire_question(loc, qid, q, NOUL_ORDER_TRUE_FIRST)
         wire_questions[qid] = wire
         targets[qid], kind = map_target(loc, task, qid, wire["type"], candidates[qid], answers[qid], graded)
         kinds[qid] = {"target_kind": kind}

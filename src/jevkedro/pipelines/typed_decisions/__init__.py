@@ -28,13 +28,13 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare
+from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare, wire_question
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.parquet_source import read_parquet_rows, where
 from jevkedro.nodes.reference import reference_report
 from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, check_source, json_cell
 from jevkedro.nodes.validate import SUM_TOLERANCE, QuestionTable
-from jevkedro.protocol import NOUL_ORDER_FALSE_FIRST, SnapshotRow, Target, candidates_for
+from jevkedro.protocol import NOUL_ORDER_FALSE_FIRST, SnapshotRow, Target
 
 FAMILY = "typed_decisions"
 VIEWS = ("typed_decisions",)
@@ -154,15 +154,7 @@ def map_row(path: Path, index: int, raw: Mapping[str, Any]) -> SnapshotRow:
         raise SourceFormatError(f"{loc}: n_questions is {raw['n_questions']}, but {len(questions)} questions")
     wire_questions, candidates, targets = {}, {}, {}
     for qid, q in questions.items():
-        if not isinstance(q, dict):
-            raise SourceFormatError(f"{loc}: question {qid!r} must be an object")
-        wire = {"type": q.get("type"), "instructions": q.get("instructions")}
-        if q.get("criteria") is not None:
-            wire["criteria"] = q["criteria"]
-        try:
-            candidates[qid] = candidates_for(wire, NOUL_ORDER_FALSE_FIRST)
-        except ValueError as exc:
-            raise SourceFormatError(f"{loc}: question {qid!r}: {exc}") from None
+        wire, candidates[qid] = wire_question(loc, qid, q, NOUL_ORDER_FALSE_FIRST)
         wire_questions[qid] = wire
         targets[qid] = map_target(loc, qid, wire["type"], candidates[qid], gold[qid])
     source: dict[str, Any] = {"id": rid, "file": RELEASE_FILE, "row": index + 1, "split": raw["split"]}
