@@ -380,4 +380,4 @@ def test_kedro_run_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
     replayed, replayed_official = reports(project, "replayed", "jevalt_bench")
     assert replayed["adapter"] == "replay"
     assert replayed_official["groups"] == official["groups"]
-    assert mlflow_tags(project, "data") == ["sample", "sample"]
+    assert [tags["data"] for tags in mlflow_tags(project)] == ["sample", "sample"]

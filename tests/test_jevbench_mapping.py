@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from jevbench_helpers import snapshot_of, task
 
-from jevkedro.family import family_manifest
+from jevkedro.family import DATA_KIND_MARKER, family_manifest
 from jevkedro.nodes.snapshot import SnapshotError, SourceFormatError, load_snapshot
 from jevkedro.pipelines import jevbench
 from jevkedro.pipelines.jevbench import official
@@ -114,7 +114,10 @@ def test_another_jevbench_projects_record_is_refused():
 def test_official_files_are_checked_against_the_pins(tmp_path):
     src = tmp_path / "public"
     shutil.copytree(SAMPLE, src)
-    with pytest.raises(SnapshotError) as err:  # the sample is not the upstream release
+    with pytest.raises(SnapshotError, match="cannot be prepared as data=official"):  # marked as ours
+        jevbench.build(src, data="official")
+    (src / DATA_KIND_MARKER).unlink()
+    with pytest.raises(SnapshotError) as err:  # unmarked, its files still are not the upstream release
         jevbench.build(src, data="official")
     assert str(src / "original.jsonl") in str(err.value) and "5c2414edb3006b8b" in str(err.value)
 

@@ -13,11 +13,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from parquet_rows import write_rows
 
 import jevkedro.pipelines.procedural_typed_decisions as ptd
-from jevkedro.family import family_manifest
+from jevkedro.family import DATA_KIND_MARKER, family_manifest
 from jevkedro.nodes import metrics as M
-from jevkedro.nodes.parquet_source import DATA_KIND_KEY
+from jevkedro.nodes.parquet_source import DATA_KIND_KEY, write_release_parquet
 from jevkedro.nodes.snapshot import Snapshot, SnapshotError, SourceFormatError, sha256_file
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.pipelines.procedural_typed_decisions import synthetic
@@ -49,15 +50,6 @@ MIXED_A = {
     "severity": {"type": "score", "score": 2.0, "legend": {"0": "low", "1": "mid", "2": "high"},
                  "probabilities": {"0": 0.0, "1": 0.0, "2": 1.0}, "confidence": 1.0},
 }
-
-
-def _write(path: Path, rows: list[dict], marker: str | None = None) -> Path:
-    table = pa.Table.from_pylist(rows)
-    if marker:
-        table = table.replace_schema_metadata({DATA_KIND_KEY: marker})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path)
-    return path
 
 
 # --- source mapping -------------------------------------------------------------------------
@@ -198,7 +190,8 @@ def test_count_checks_fail_naming_what_differs(tmp_path):
     with pytest.raises(SnapshotError, match=r"inputs: found 36, expected 18000; questions: found 113, expected 57016"):
         ptd.prepare(tmp_path / "snap", tmp_path / "small", data="synthetic")
     rows = [r for r in synthetic.generate_rows(2) if r["task"] != "table_lookup"]
-    _write(tmp_path / "missing" / FILE, rows, marker="synthetic")
+    schema = pa.Table.from_pylist(rows).schema
+    write_release_parquet(tmp_path / "missing", FILE, rows, schema, "procedural_typed_decisions", "synthetic", "test release")
     with pytest.raises(SnapshotError, match=r"task table_lookup: missing; tasks: found 17, expected 18"):
         ptd.prepare(tmp_path / "snap", tmp_path / "missing", data="synthetic")
     assert not (tmp_path / "snap" / "procedural_typed_decisions.tsv").exists()
@@ -207,15 +200,18 @@ def test_count_checks_fail_naming_what_differs(tmp_path):
 def test_release_without_pins_records_the_hashes_and_refuses_marked_files(tmp_path):
     """Unknown 1: no file hash of the 18-task release is known; preparing it records the hash of
     every file read (to pin at first download); counts and tasks are still checked."""
-    path = _write(tmp_path / "rel" / FILE, synthetic.generate_rows(1))  # unmarked, like a download
+    path = write_rows(tmp_path / "rel" / FILE, synthetic.generate_rows(1))  # unmarked, like a download
     pv = ptd.build(tmp_path / "rel", data="official")
     assert [s.sha256 for s in pv.sources] == [sha256_file(path)] and pv.notes["files_pinned"] is False
     with pytest.raises(SnapshotError, match="inputs: found 18, expected 18000"):
         ptd.prepare(tmp_path / "snap", tmp_path / "rel", data="official")
-    _write(tmp_path / "one" / FILE, [_row()])
+    write_rows(tmp_path / "one" / FILE, [_row()])
     with pytest.raises(SnapshotError, match="tasks: found 1, expected 18"):
         ptd.build(tmp_path / "one", data="official")
     synthetic.write_release(tmp_path / "syn", rows_per_task=1)
+    with pytest.raises(SnapshotError, match="cannot be prepared as data=official"):
+        ptd.build(tmp_path / "syn", data="official")
+    (tmp_path / "syn" / DATA_KIND_MARKER).unlink()  # the file's own stamp still refuses it
     with pytest.raises(SnapshotError, match="not the upstream release"):
         ptd.build(tmp_path / "syn", data="official")
     with pytest.raises(SnapshotError, match="source files not found"):
@@ -240,7 +236,7 @@ def test_shipped_sample_is_pinned_marked_and_covers_every_task_and_level(tmp_pat
 
 
 def test_kedro_run_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
-    from kedro_run_helper import kedro_run, make_project, mlflow_tags, report, write_replay
+    from kedro_project_run import kedro_run, make_project, mlflow_tags, report, write_replay
 
     project = make_project(tmp_path, ["procedural_typed_decisions"])
     view = "procedural_typed_decisions"

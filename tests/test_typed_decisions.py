@@ -14,10 +14,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from parquet_rows import write_rows
 
 import jevkedro.pipelines.typed_decisions as td
-from jevkedro.family import family_manifest
-from jevkedro.nodes.parquet_source import DATA_KIND_KEY
+from jevkedro.family import family_manifest, write_data_kind_marker
+from jevkedro.nodes.parquet_source import DATA_KIND_KEY, write_release_parquet
 from jevkedro.nodes.snapshot import Snapshot, SnapshotError, SourceFormatError, sha256_file
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.pipelines.typed_decisions import synthetic
@@ -56,15 +57,6 @@ def _row(**over) -> dict:
            "label_agreement": json.dumps({q: {"argmax_agree": True} for q in questions}), "n_questions": 5}
     row.update(over)
     return row
-
-
-def _write(path: Path, rows: list[dict], marker: str | None = None) -> Path:
-    table = pa.Table.from_pylist(rows)
-    if marker:
-        table = table.replace_schema_metadata({DATA_KIND_KEY: marker})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path)
-    return path
 
 
 @pytest.fixture
@@ -147,7 +139,7 @@ def test_official_release_file_read_with_unknown_columns_ignored(tmp_path, pinne
     rows = [_row(action_label="human_review")]
     for r in rows:
         del r["label_agreement"]
-    path = _write(tmp_path / FILE, rows)
+    path = write_rows(tmp_path / FILE, rows)
     pinned_to(path)
     pv = td.build(tmp_path, data="official")
     assert pv.notes["ignored_columns"] == ["action_label"]
@@ -157,7 +149,7 @@ def test_official_release_file_read_with_unknown_columns_ignored(tmp_path, pinne
     assert [r.request_id for r in pv.rows] == ["agent_trace_observability_000007"]
     bad = _row()
     del bad["gold"]
-    _write(tmp_path / FILE, [bad])
+    write_rows(tmp_path / FILE, [bad])
     pinned_to(tmp_path / FILE)
     with pytest.raises(SourceFormatError, match=r"missing column\(s\) \['gold'\]"):
         td.build(tmp_path, data="official")
@@ -165,7 +157,7 @@ def test_official_release_file_read_with_unknown_columns_ignored(tmp_path, pinne
 
 def test_official_hash_mismatch_names_the_pinned_revision(tmp_path):
     """Unknown 1: the pinned revision's file hash is verified on every preparation."""
-    _write(tmp_path / FILE, [_row()])
+    write_rows(tmp_path / FILE, [_row()])
     with pytest.raises(SnapshotError, match=r"does not match the pinned 4f294f21.*pinned revision is d0e2f0c4"):
         td.build(tmp_path, data="official")
 
@@ -173,7 +165,7 @@ def test_official_hash_mismatch_names_the_pinned_revision(tmp_path):
 def test_intern_decision_reencoding_is_not_accepted(tmp_path, pinned_to):
     row = _row()
     row["targets"] = row.pop("gold")
-    pinned_to(_write(tmp_path / FILE, [row]))
+    pinned_to(write_rows(tmp_path / FILE, [row]))
     with pytest.raises(SourceFormatError, match="Intern-Decision"):
         td.build(tmp_path, data="official")
     jsonl_only = tmp_path / "jsonl"
@@ -184,14 +176,20 @@ def test_intern_decision_reencoding_is_not_accepted(tmp_path, pinned_to):
 
 
 def test_synthetic_files_are_never_taken_for_the_release(tmp_path, pinned_to):
-    marked = _write(tmp_path / "a" / FILE, [_row()], marker="synthetic")
+    # a stamped file copied out of its marked folder: the in-file stamp still refuses it
+    marked = write_rows(tmp_path / "a" / FILE, [_row()], stamp="synthetic")
     pinned_to(marked)
     with pytest.raises(SnapshotError, match="not the upstream release"):
         td.build(tmp_path / "a", data="official")
-    unmarked = _write(tmp_path / "b" / FILE, [_row()])
+    # the folder marker is the first check; a marked folder must hold files stamped with its kind
+    write_rows(tmp_path / "b" / FILE, [_row()])
+    with pytest.raises(SnapshotError, match="has no JEVKEDRO_DATA_KIND.json"):
+        td.build(tmp_path / "b", data="synthetic")
+    write_data_kind_marker(tmp_path / "b", "typed_decisions", "synthetic", "test")
     with pytest.raises(SnapshotError, match="carries no jevkedro marker"):
         td.build(tmp_path / "b", data="synthetic")
-    del unmarked
+    with pytest.raises(SnapshotError, match="cannot be prepared as data=official"):
+        td.build(tmp_path / "b", data="official")
 
 
 # --- scoring rules ---------------------------------------------------------------------------
@@ -292,7 +290,8 @@ def test_count_checks_fail_naming_what_differs(tmp_path):
     q, g = json.loads(rows[0]["questions"]), json.loads(rows[0]["gold"])
     del q["urgency"], g["urgency"]
     rows[0].update(questions=json.dumps(q), gold=json.dumps(g), n_questions=4)
-    _write(tmp_path / "short" / FILE, rows, marker="synthetic")
+    schema = pa.Table.from_pylist(rows).schema
+    write_release_parquet(tmp_path / "short", FILE, rows, schema, "typed_decisions", "synthetic", "test release")
     with pytest.raises(SnapshotError, match=r"counts differ from the manifest: questions: found 1999, expected 2000"):
         td.prepare(tmp_path / "snap", tmp_path / "short", data="synthetic")
     assert not (tmp_path / "snap" / "typed_decisions.tsv").exists()
@@ -317,7 +316,7 @@ def test_shipped_sample_is_pinned_marked_and_reproducible(tmp_path):
 
 
 def test_kedro_run_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
-    from kedro_run_helper import kedro_run, make_project, mlflow_tags, report, write_replay
+    from kedro_project_run import kedro_run, make_project, mlflow_tags, report, write_replay
 
     project = make_project(tmp_path, ["typed_decisions"])
     kedro_run(project, "typed_decisions")

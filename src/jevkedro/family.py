@@ -14,7 +14,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from jevkedro.nodes.snapshot import PreparedView, SnapshotError, atomic_write_json, commit_dataset
+from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, atomic_write_json, commit_dataset
+from jevkedro.protocol import candidates_for
 
 DEFAULT_SNAPSHOT_ROOT = Path("data/02_snapshots")
 DEFAULT_RAW_ROOT = Path("data/01_raw")
@@ -60,20 +61,49 @@ def make_prepare(family: str, views: tuple[str, ...], build: Callable[..., Prepa
     return prepare
 
 
+def wire_question(where: str, qid: str, question: Any,
+                  noul_order: tuple[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """One source question as the model sees it, and its candidate keys (PROTOCOL §1).
+
+    Only ``type``, ``instructions`` and ``criteria`` reach the request (``criteria`` left out when
+    null); whatever else the source stores with a question stays out. ``noul_order`` is the
+    family's noul candidate order. A question that is not an object, or whose type and criteria
+    give no candidates, raises :class:`SourceFormatError` naming ``where`` and the question id.
+    """
+    if not isinstance(question, dict):
+        raise SourceFormatError(f"{where}: question {qid!r} must be an object")
+    wire = {"type": question.get("type"), "instructions": question.get("instructions")}
+    if question.get("criteria") is not None:
+        wire["criteria"] = question["criteria"]
+    try:
+        return wire, candidates_for(wire, noul_order)
+    except ValueError as exc:
+        raise SourceFormatError(f"{where}: question {qid!r}: {exc}") from None
+
+
+OWN_DATA_KINDS = ("sample", "synthetic")  # data written by us; "official" is the upstream release
+
+
 def write_data_kind_marker(folder: str | Path, family: str, kind: str, note: str) -> Path:
     """Mark ``folder`` as a release written by jevkedro (``kind``: sample or synthetic)."""
-    if kind not in ("sample", "synthetic"):
+    if kind not in OWN_DATA_KINDS:
         raise ValueError(f"only our own releases are marked; got data kind {kind!r}")
     path = Path(folder) / DATA_KIND_MARKER
     atomic_write_json(path, {"family": family, "data_kind": kind, "synthetic": True, "note": note})
     return path
 
 
-def check_data_kind(folder: str | Path, family: str, data: str) -> dict[str, Any] | None:
+def check_data_kind(folder: str | Path, family: str, data: str,
+                    file_marker: tuple[str | Path, str | None] | None = None) -> dict[str, Any] | None:
     """Refuse a release folder whose marker disagrees with the requested data kind.
 
     ``official`` needs a folder without our marker; ``sample``/``synthetic`` need our marker
     naming that kind and this family. Returns the marker (None for an official folder).
+
+    ``file_marker`` is ``(file, kind)`` for a file format that can carry the kind inside the file
+    too (our Parquet files' schema metadata; ``kind`` None when the file has none). It is a
+    secondary check by the same rule, so a file of ours copied out of its marked folder is still
+    refused as ``official``, and a marked folder must hold files stamped with its kind.
     """
     path = Path(folder) / DATA_KIND_MARKER
     marker = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
@@ -83,15 +113,28 @@ def check_data_kind(folder: str | Path, family: str, data: str) -> dict[str, Any
                 f"{folder}: marked by {path.name} as a jevkedro {marker.get('data_kind')!r} release "
                 "(written by us, not benchmark data); it cannot be prepared as data=official"
             )
-        return None
-    if marker is None:
-        raise SnapshotError(
-            f"{folder}: data={data!r} but the folder has no {DATA_KIND_MARKER}; an upstream release "
-            "is prepared with data=official"
-        )
-    if marker.get("data_kind") != data or marker.get("family") != family:
-        raise SnapshotError(
-            f"{path}: marks a {marker.get('family')!r} {marker.get('data_kind')!r} release, "
-            f"not a {family!r} {data!r} one"
-        )
+    else:
+        if marker is None:
+            raise SnapshotError(
+                f"{folder}: data={data!r} but the folder has no {DATA_KIND_MARKER}; an upstream release "
+                "is prepared with data=official"
+            )
+        if marker.get("data_kind") != data or marker.get("family") != family:
+            raise SnapshotError(
+                f"{path}: marks a {marker.get('family')!r} {marker.get('data_kind')!r} release, "
+                f"not a {family!r} {data!r} one"
+            )
+    if file_marker is not None:
+        _check_file_marker(Path(file_marker[0]), data, file_marker[1])
     return marker
+
+
+def _check_file_marker(file: Path, data: str, stamp: str | None) -> None:
+    if data == "official" and stamp is not None:
+        raise SnapshotError(
+            f"{file}: this file was written by jevkedro as {stamp!r} data (marked inside the file); "
+            "it is not the upstream release and cannot be prepared as 'official'"
+        )
+    if data != "official" and stamp != data:
+        found = f"marked {stamp!r}" if stamp else "carries no jevkedro marker (it may be the real release)"
+        raise SnapshotError(f"{file}: prepared as {data!r} data, but the file {found}")

@@ -4,10 +4,11 @@ and telling our own synthetic stand-ins apart from real releases.
 A Parquet row is named ``<file>:row <n>`` (1-based, in file order) in every error, the Parquet
 counterpart of ``file:line`` for JSONL sources.
 
-Synthetic files written by jevkedro carry a key in the Parquet schema metadata,
-``jevkedro_data_kind`` = ``sample`` | ``synthetic``; upstream files never do. Preparation checks
-it against the data kind it was asked for, so a synthetic file can never be prepared as the real
-release (even where the real release has no pinned hash), nor a real file as a sample.
+A release folder written by jevkedro is marked like every family's: ``JEVKEDRO_DATA_KIND.json``
+(:func:`jevkedro.family.write_data_kind_marker`). Each Parquet file we write also carries the kind
+in its schema metadata, ``jevkedro_data_kind`` = ``sample`` | ``synthetic`` (upstream files never
+do); preparation passes it to :func:`jevkedro.family.check_data_kind` as a secondary check, so a
+file of ours copied out of its folder can still never be prepared as the real release.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from jevkedro.nodes.snapshot import SnapshotError, SourceFormatError, atomic_write_bytes
+from jevkedro.family import OWN_DATA_KINDS, write_data_kind_marker
+from jevkedro.nodes.snapshot import SourceFormatError, atomic_write_bytes
 
 DATA_KIND_KEY = "jevkedro_data_kind"
-SYNTHETIC_KINDS = ("sample", "synthetic")
 
 
 @dataclass
@@ -31,6 +32,16 @@ class ParquetRows:
     rows: list[dict[str, Any]]
     columns: list[str]
     metadata: dict[str, str]
+
+    @property
+    def data_kind(self) -> str | None:
+        """The data kind jevkedro stamped in the file (None for an upstream file)."""
+        return self.metadata.get(DATA_KIND_KEY)
+
+    @property
+    def file_marker(self) -> tuple[Path, str | None]:
+        """``(path, data_kind)``, the ``file_marker`` of :func:`jevkedro.family.check_data_kind`."""
+        return self.path, self.data_kind
 
 
 def read_parquet_rows(path: str | Path, required: Iterable[str] = ()) -> ParquetRows:
@@ -59,19 +70,6 @@ def where(path: Path, index: int) -> str:
     return f"{path}:row {index + 1}"
 
 
-def check_data_kind(path: Path, declared: str, metadata: dict[str, str]) -> None:
-    """Refuse a file whose jevkedro marker disagrees with the data kind it is prepared as."""
-    marker = metadata.get(DATA_KIND_KEY)
-    if marker is not None and declared == "official":
-        raise SnapshotError(
-            f"{path}: this file was written by jevkedro as {marker!r} data ({DATA_KIND_KEY} in its "
-            "Parquet metadata); it is not the upstream release and cannot be prepared as 'official'"
-        )
-    if declared in SYNTHETIC_KINDS and marker != declared:
-        found = f"marked {marker!r}" if marker else "carries no jevkedro marker (it may be the real release)"
-        raise SnapshotError(f"{path}: prepared as {declared!r} data, but the file {found}")
-
-
 def write_parquet(path: str | Path, columns: dict[str, list[Any]], schema, data_kind: str,
                   hf_features: dict[str, Any] | None = None) -> Path:
     """Write one synthetic Parquet file with the jevkedro data-kind marker (and, like files the
@@ -79,8 +77,8 @@ def write_parquet(path: str | Path, columns: dict[str, list[Any]], schema, data_
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if data_kind not in SYNTHETIC_KINDS:
-        raise ValueError(f"jevkedro writes only {SYNTHETIC_KINDS} data, not {data_kind!r}")
+    if data_kind not in OWN_DATA_KINDS:
+        raise ValueError(f"jevkedro writes only {OWN_DATA_KINDS} data, not {data_kind!r}")
     meta = {DATA_KIND_KEY: data_kind}
     if hf_features is not None:
         meta["huggingface"] = json.dumps({"info": {"features": hf_features}})
@@ -89,4 +87,20 @@ def write_parquet(path: str | Path, columns: dict[str, list[Any]], schema, data_
     pq.write_table(table, sink, compression="snappy")
     path = Path(path)
     atomic_write_bytes(path, sink.getvalue().to_pybytes())
+    return path
+
+
+def hf_features(schema) -> dict[str, Any]:
+    """The ``huggingface`` features entry of a flat schema of scalar columns (``Value`` per column,
+    its dtype the Arrow type name, e.g. ``string``, ``int64``), in schema order."""
+    return {field.name: {"dtype": str(field.type), "_type": "Value"} for field in schema}
+
+
+def write_release_parquet(out: str | Path, release_file: str, rows: list[dict[str, Any]], schema,
+                          family: str, kind: str, note: str) -> Path:
+    """Write a release of ours: ``rows`` as ``<out>/<release_file>`` (columns in ``schema``
+    order, stamped with ``kind``) and the folder marker in ``out``; returns the file's path."""
+    columns = {c: [r[c] for r in rows] for c in schema.names}
+    path = write_parquet(Path(out) / release_file, columns, schema, kind, hf_features(schema))
+    write_data_kind_marker(out, family, kind, note)
     return path

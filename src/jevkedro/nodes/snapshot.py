@@ -84,6 +84,21 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield lineno, obj
 
 
+def json_cell(where: str, column: str, text: Any) -> Any:
+    """Decode one JSON-text cell of an upstream row (a Parquet column holding JSON as a string).
+
+    ``where`` names the row (e.g. ``<file>:row <n>``); a cell that is not a string or not valid
+    JSON raises :class:`SourceFormatError` naming the row and the column.
+    """
+    if not isinstance(text, str):
+        raise SourceFormatError(f"{where}: column {column} must hold JSON text, got {type(text).__name__}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SourceFormatError(
+            f"{where}: column {column} is not valid JSON ({exc.msg} at column {exc.colno})") from None
+
+
 @dataclass(frozen=True)
 class SourceFile:
     """One upstream file as read, with its pin (if the family pins one)."""

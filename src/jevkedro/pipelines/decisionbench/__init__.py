@@ -26,7 +26,6 @@ the family block (all-sample accuracy, coverage, soft NLL at both floors, ordina
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from pathlib import Path
@@ -37,7 +36,7 @@ import numpy as np
 from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.reference import reference_report
-from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, check_source
+from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, check_source, json_cell
 from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target
 
 FAMILY = "decisionbench"
@@ -79,17 +78,8 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _load_json(where: str, column: str, text: Any) -> Any:
-    if not isinstance(text, str):
-        raise SourceFormatError(f"{where}: {column} must be JSON text, got {type(text).__name__}")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SourceFormatError(f"{where}: {column} is not valid JSON ({exc.msg} at column {exc.colno})") from None
-
-
 def _candidates(where: str, text: Any) -> list[dict[str, Any]]:
-    cands = _load_json(where, "candidates_json", text)
+    cands = json_cell(where, "candidates_json", text)
     if not isinstance(cands, list) or not all(isinstance(c, dict) for c in cands):
         raise SourceFormatError(f"{where}: candidates_json must be a list of objects")
     if not MIN_CANDIDATES <= len(cands) <= MAX_CANDIDATES:
@@ -177,8 +167,8 @@ def map_row(where: str, rec: dict[str, Any], file: str = "", row: int | None = N
                     "criteria": [describe(cands[j]) for j in by_level]}
         keys = [str(int(level_of[j])) for j in range(len(cands))]
         extra.update(candidate_ids=ids, ordinal_values=values, level_ids=[ids[j] for j in by_level])
-    state = _load_json(where, "state_json", rec["state_json"])
-    provenance = _load_json(where, "source_json", rec["source_json"])
+    state = json_cell(where, "state_json", rec["state_json"])
+    provenance = json_cell(where, "source_json", rec["source_json"])
     reasoning = bool(rec["reasoning_required"])
     return SnapshotRow(
         request_id=rec["row_id"],

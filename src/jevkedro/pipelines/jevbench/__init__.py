@@ -30,7 +30,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from jevkedro.family import expected_for, family_manifest, make_prepare
+from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare
 from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, check_source, read_jsonl
 from jevkedro.protocol import NOUL_ORDER_FALSE_FIRST, SnapshotRow, Target
 from jevkedro.pipelines.jevbench.scoring import NOUL_LABELS
@@ -177,6 +177,7 @@ def build(source: str | Path, view: str = "jevbench", data: str = "official", **
     if data not in manifest["sources"]:
         raise SnapshotError(f"jevbench: no pinned source for data kind {data!r}; known: {sorted(manifest['sources'])}")
     source = Path(source)
+    check_data_kind(source, FAMILY, data)
     pins = manifest["sources"][data]  # listed in the load order: original, easy, hard
     for pin in pins:
         if data == "official" and not (source / pin["file"]).is_file():

@@ -31,12 +31,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from jevkedro.family import expected_for, family_manifest, make_prepare
-from jevkedro.nodes.parquet_source import check_data_kind, read_parquet_rows, where
+from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare, wire_question
+from jevkedro.nodes.parquet_source import read_parquet_rows, where
 from jevkedro.nodes.reference import reference_report
-from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, check_source
+from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, check_source, json_cell
 from jevkedro.nodes.validate import QuestionTable
-from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target, candidates_for
+from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target
 
 FAMILY = "procedural_typed_decisions"
 VIEWS = ("procedural_typed_decisions",)
@@ -61,15 +61,6 @@ POSTERIOR_NOTE = ("Pure-posterior nouls are soft targets {true: p, false: 1 - p}
 
 # ---------------------------------------------------------------------------------------------
 # source mapping
-
-
-def _json_cell(loc: str, column: str, text: Any) -> Any:
-    if not isinstance(text, str):
-        raise SourceFormatError(f"{loc}: column {column!r} must hold JSON text, got {type(text).__name__}")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SourceFormatError(f"{loc}: column {column!r} is not valid JSON ({exc.msg} at column {exc.colno})") from None
 
 
 def decode_state(loc: str, text: Any) -> tuple[Any, str]:
@@ -147,8 +138,8 @@ def map_row(path: Path, index: int, raw: Mapping[str, Any], graded: frozenset[tu
     if not isinstance(level, int) or isinstance(level, bool) or level not in LEVELS:
         raise SourceFormatError(f"{loc}: level {level!r} is not one of 0-4")
     state, state_format = decode_state(loc, raw["state"])
-    questions = _json_cell(loc, "questions", raw["questions"])
-    answers = _json_cell(loc, "answers", raw["answers"])
+    questions = json_cell(loc, "questions", raw["questions"])
+    answers = json_cell(loc, "answers", raw["answers"])
     if not isinstance(questions, dict) or not questions:
         raise SourceFormatError(f"{loc}: questions must be a non-empty object")
     if not isinstance(answers, dict) or set(answers) != set(questions):
@@ -156,15 +147,7 @@ def map_row(path: Path, index: int, raw: Mapping[str, Any], graded: frozenset[tu
         raise SourceFormatError(f"{loc}: answer keys {have} are not the question keys {sorted(questions)}")
     wire_questions, candidates, targets, kinds = {}, {}, {}, {}
     for qid, q in questions.items():
-        if not isinstance(q, dict):
-            raise SourceFormatError(f"{loc}: question {qid!r} must be an object")
-        wire = {"type": q.get("type"), "instructions": q.get("instructions")}
-        if q.get("criteria") is not None:
-            wire["criteria"] = q["criteria"]
-        try:
-            candidates[qid] = candidates_for(wire, NOUL_ORDER_TRUE_FIRST)
-        except ValueError as exc:
-            raise SourceFormatError(f"{loc}: question {qid!r}: {exc}") from None
+        wire, candidates[qid] = wire_question(loc, qid, q, NOUL_ORDER_TRUE_FIRST)
         wire_questions[qid] = wire
         targets[qid], kind = map_target(loc, task, qid, wire["type"], candidates[qid], answers[qid], graded)
         kinds[qid] = {"target_kind": kind}
@@ -199,6 +182,7 @@ def build(source: str | Path, view: str = "procedural_typed_decisions", data: st
     """Map a release folder holding ``all/test-*.parquet`` (as downloaded from the Hub)."""
     manifest = family_manifest(FAMILY)
     source = Path(source)
+    check_data_kind(source, FAMILY, data)
     paths = sorted(source.glob(RELEASE_GLOB))
     if not paths:
         raise SnapshotError(f"source files not found: {source / RELEASE_GLOB}; download the release as README.md says")
@@ -211,7 +195,7 @@ def build(source: str | Path, view: str = "procedural_typed_decisions", data: st
     for path in paths:
         files.append(check_source(path, pins.get(str(path.relative_to(source)))))
         parquet = read_parquet_rows(path, REQUIRED_COLUMNS)
-        check_data_kind(path, data, parquet.metadata)
+        check_data_kind(source, FAMILY, data, file_marker=parquet.file_marker)
         rows.extend(map_row(path, i, raw, graded) for i, raw in enumerate(parquet.rows))
     if data in ("official", "synthetic"):
         check_tasks(rows, str(source / RELEASE_GLOB), manifest["release"])

@@ -6,7 +6,8 @@
 
 Writes ``DIR/all/test-00000-of-00001.parquet`` with the ``all`` config's columns (``id``, ``task``,
 ``state``, ``questions``, ``answers``: string; ``level``: int64) and the ``jevkedro_data_kind``
-marker in its Parquet metadata, so it can only be prepared as ``data: synthetic`` / ``sample``.
+marker in its Parquet metadata, plus the folder marker ``DIR/JEVKEDRO_DATA_KIND.json``, so it can
+only be prepared as ``data: synthetic`` / ``sample``.
 
 Layout: 18 tasks (the 13 known ones with their known question keys and types, plus
 ``placeholder_task_1..5`` standing in for the five unknown tasks) x ``rows_per_task`` rows, levels
@@ -29,11 +30,15 @@ import random
 from pathlib import Path
 from typing import Any, Callable
 
-from jevkedro.nodes.parquet_source import write_parquet
+from jevkedro.nodes.parquet_source import write_release_parquet
 
+FAMILY = "procedural_typed_decisions"
 RELEASE_FILE = "all/test-00000-of-00001.parquet"
 FULL_ROWS_PER_TASK = 1000
 SAMPLE_ROWS_PER_TASK = 2
+NOTE = ("Written by jevkedro in the format of tasksource/procedural-typed-decisions (config all, split "
+        "test). Invented rows, NOT benchmark data: never report results on it as Procedural Typed "
+        "Decisions results.")
 LEVELS = 5
 PLACEHOLDERS = tuple(f"placeholder_task_{i}" for i in range(1, 6))
 # Placeholder rows with a fourth question: 1,316 of 5,000 (57,016 - 40,700 - 3 x 5,000).
@@ -297,15 +302,13 @@ def generate_rows(rows_per_task: int, seed: int = 0) -> list[dict[str, Any]]:
 
 def write_release(out: str | Path, rows_per_task: int = FULL_ROWS_PER_TASK, seed: int = 0,
                   kind: str = "synthetic") -> Path:
-    """Write ``out/all/test-00000-of-00001.parquet``; returns its path."""
+    """Write ``out/all/test-00000-of-00001.parquet`` and the folder marker; returns the file's path."""
     import pyarrow as pa
 
     rows = generate_rows(rows_per_task, seed)
     schema = pa.schema([("id", pa.string()), ("task", pa.string()), ("level", pa.int64()),
                         ("state", pa.string()), ("questions", pa.string()), ("answers", pa.string())])
-    features = {c: {"dtype": "int64" if c == "level" else "string", "_type": "Value"} for c in schema.names}
-    columns = {c: [r[c] for r in rows] for c in schema.names}
-    return write_parquet(Path(out) / RELEASE_FILE, columns, schema, kind, features)
+    return write_release_parquet(out, RELEASE_FILE, rows, schema, FAMILY, kind, NOTE)
 
 
 def main(argv: list[str] | None = None) -> int:

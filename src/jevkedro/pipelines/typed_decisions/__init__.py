@@ -21,7 +21,6 @@ Brier, cross-entropy), the card-compatible secondary metrics and the model's dat
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from pathlib import Path
@@ -29,13 +28,13 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from jevkedro.family import expected_for, family_manifest, make_prepare
+from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare, wire_question
 from jevkedro.nodes import metrics as M
-from jevkedro.nodes.parquet_source import check_data_kind, read_parquet_rows, where
+from jevkedro.nodes.parquet_source import read_parquet_rows, where
 from jevkedro.nodes.reference import reference_report
-from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, check_source
+from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, check_source, json_cell
 from jevkedro.nodes.validate import SUM_TOLERANCE, QuestionTable
-from jevkedro.protocol import NOUL_ORDER_FALSE_FIRST, SnapshotRow, Target, candidates_for
+from jevkedro.protocol import NOUL_ORDER_FALSE_FIRST, SnapshotRow, Target
 
 FAMILY = "typed_decisions"
 VIEWS = ("typed_decisions",)
@@ -64,20 +63,11 @@ LABEL_BASIS_NOTE = ("Accuracy and ECE use the explicit gold label; the dataset c
 # source mapping
 
 
-def _json_cell(loc: str, column: str, text: Any) -> Any:
-    if not isinstance(text, str):
-        raise SourceFormatError(f"{loc}: column {column!r} must hold JSON text, got {type(text).__name__}")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SourceFormatError(f"{loc}: column {column!r} is not valid JSON ({exc.msg} at column {exc.colno})") from None
-
-
 def decode_state(loc: str, text: Any) -> dict[str, Any]:
     """The decoded state object. A state that is not JSON text of an object is rejected
     (Unknown 7): the card describes it as the JSON of the state object, so anything else means a
     different file or a damaged row."""
-    state = _json_cell(loc, "state", text)
+    state = json_cell(loc, "state", text)
     if not isinstance(state, dict):
         raise SourceFormatError(f"{loc}: state must decode to a JSON object, got {type(state).__name__}")
     return state
@@ -153,8 +143,8 @@ def map_row(path: Path, index: int, raw: Mapping[str, Any]) -> SnapshotRow:
     if not isinstance(rid, str) or not isinstance(workflow, str) or not rid.startswith(f"{workflow}_"):
         raise SourceFormatError(f"{loc}: id {rid!r} is not '<workflow>_<NNNNNN>' for workflow {workflow!r}")
     state = decode_state(loc, raw["state"])
-    questions = _json_cell(loc, "questions", raw["questions"])
-    gold = _json_cell(loc, "gold", raw["gold"])
+    questions = json_cell(loc, "questions", raw["questions"])
+    gold = json_cell(loc, "gold", raw["gold"])
     if not isinstance(questions, dict) or not questions:
         raise SourceFormatError(f"{loc}: questions must be a non-empty object")
     if not isinstance(gold, dict) or set(gold) != set(questions):
@@ -164,21 +154,13 @@ def map_row(path: Path, index: int, raw: Mapping[str, Any]) -> SnapshotRow:
         raise SourceFormatError(f"{loc}: n_questions is {raw['n_questions']}, but {len(questions)} questions")
     wire_questions, candidates, targets = {}, {}, {}
     for qid, q in questions.items():
-        if not isinstance(q, dict):
-            raise SourceFormatError(f"{loc}: question {qid!r} must be an object")
-        wire = {"type": q.get("type"), "instructions": q.get("instructions")}
-        if q.get("criteria") is not None:
-            wire["criteria"] = q["criteria"]
-        try:
-            candidates[qid] = candidates_for(wire, NOUL_ORDER_FALSE_FIRST)
-        except ValueError as exc:
-            raise SourceFormatError(f"{loc}: question {qid!r}: {exc}") from None
+        wire, candidates[qid] = wire_question(loc, qid, q, NOUL_ORDER_FALSE_FIRST)
         wire_questions[qid] = wire
         targets[qid] = map_target(loc, qid, wire["type"], candidates[qid], gold[qid])
     source: dict[str, Any] = {"id": rid, "file": RELEASE_FILE, "row": index + 1, "split": raw["split"]}
     for column in OPTIONAL_COLUMNS:
         if raw.get(column) is not None:
-            source[column] = _json_cell(loc, column, raw[column])
+            source[column] = json_cell(loc, column, raw[column])
     return SnapshotRow(
         request_id=rid,
         request={"state": state, "questions": wire_questions},
@@ -202,6 +184,7 @@ def check_workflows(rows: list[SnapshotRow], path: Path, expected: Mapping[str, 
 def build(source: str | Path, view: str = "typed_decisions", data: str = "official", **_: Any) -> PreparedView:
     """Map a release folder holding ``all/test-00000-of-00001.parquet`` (as downloaded from the Hub)."""
     manifest = family_manifest(FAMILY)
+    check_data_kind(source, FAMILY, data)
     path = Path(source) / RELEASE_FILE
     if not path.is_file():
         near = sorted(p.name for p in Path(source).glob("*.jsonl")) if Path(source).is_dir() else []
@@ -220,7 +203,7 @@ def build(source: str | Path, view: str = "typed_decisions", data: str = "offici
     missing = [c for c in REQUIRED_COLUMNS if c not in parquet.columns]
     if missing:
         raise SourceFormatError(f"{path}: missing column(s) {missing}; found {parquet.columns}")
-    check_data_kind(path, data, parquet.metadata)
+    check_data_kind(source, FAMILY, data, file_marker=parquet.file_marker)
     rows = [map_row(path, i, raw) for i, raw in enumerate(parquet.rows)]
     if data in ("official", "synthetic"):
         check_workflows(rows, path, manifest["release"]["cases_per_workflow"])

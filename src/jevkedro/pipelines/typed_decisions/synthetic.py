@@ -5,8 +5,9 @@
 
 Writes ``DIR/all/test-00000-of-00001.parquet`` with the upstream columns and types (``id``,
 ``workflow``, ``split``, ``state``, ``questions``, ``gold``, ``factors``, ``label_agreement``:
-string; ``n_questions``: int64) and the ``jevkedro_data_kind`` marker in its Parquet metadata, so
-it can only be prepared as ``data: synthetic`` (or ``sample``), never as the real release.
+string; ``n_questions``: int64) and the ``jevkedro_data_kind`` marker in its Parquet metadata, plus
+the folder marker ``DIR/JEVKEDRO_DATA_KIND.json``, so it can only be prepared as ``data: synthetic``
+(or ``sample``), never as the real release.
 
 Content is invented: states are random workflow records, and the "teacher" distributions are
 means of three random distributions rounded to 4 decimals (so sums may miss 1 by a few 1e-4, as
@@ -24,14 +25,17 @@ import random
 from pathlib import Path
 from typing import Any
 
-from jevkedro.nodes.parquet_source import write_parquet
+from jevkedro.nodes.parquet_source import write_release_parquet
 
+FAMILY = "typed_decisions"
 RELEASE_FILE = "all/test-00000-of-00001.parquet"
 FULL_CASES_PER_WORKFLOW = 100
 SAMPLE_CASES_PER_WORKFLOW = 2
 TIE_RATE = 0.015
 LEVELS4 = ["none or negligible", "low", "elevated", "high"]
 NOUL = {"false": "No.", "true": "Yes."}
+NOTE = ("Written by jevkedro in the format of LocalLLaMA/typed-decisions (config all, split test). "
+        "Invented cases, NOT benchmark data: never report results on it as Typed-Decisions results.")
 
 # workflow -> [(question id, type, instructions, criteria)], question ids in alphabetical order.
 WORKFLOW_QUESTIONS: dict[str, list[tuple[str, str, str, Any]]] = {
@@ -167,16 +171,13 @@ def generate_rows(cases_per_workflow: int, seed: int = 0, ties_at_least: int = 0
 
 def write_release(out: str | Path, cases_per_workflow: int = FULL_CASES_PER_WORKFLOW, seed: int = 0,
                   kind: str = "synthetic") -> Path:
-    """Write ``out/all/test-00000-of-00001.parquet``; returns its path."""
+    """Write ``out/all/test-00000-of-00001.parquet`` and the folder marker; returns the file's path."""
     import pyarrow as pa
 
     rows = generate_rows(cases_per_workflow, seed, ties_at_least=1 if kind == "sample" else 0)
     string_cols = ("id", "workflow", "split", "state", "questions", "gold", "factors", "label_agreement")
     schema = pa.schema([(c, pa.string()) for c in string_cols] + [("n_questions", pa.int64())])
-    features = {c: {"dtype": "string", "_type": "Value"} for c in string_cols}
-    features["n_questions"] = {"dtype": "int64", "_type": "Value"}
-    columns = {c: [r[c] for r in rows] for c in schema.names}
-    return write_parquet(Path(out) / RELEASE_FILE, columns, schema, kind, features)
+    return write_release_parquet(out, RELEASE_FILE, rows, schema, FAMILY, kind, NOTE)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,10 +20,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from jevkedro.family import expected_for, family_manifest, make_prepare
+from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare, wire_question
 from jevkedro.nodes.reference import reference_report
 from jevkedro.nodes.snapshot import PreparedView, SourceFormatError, check_source, read_jsonl
-from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target, candidates_for
+from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target
 
 FAMILY = "zh_decision_bench"
 VIEWS = ("zh_decision_bench",)
@@ -68,13 +68,7 @@ def map_row(path: Path, lineno: int, obj: dict[str, Any]) -> SnapshotRow:
     for qid, q in obj["questions"].items():
         if qid not in obj["gold"]:
             raise SourceFormatError(f"{path}:{lineno}: no gold for question {qid!r}")
-        wire = {"type": q.get("type"), "instructions": q.get("instructions")}
-        if q.get("criteria") is not None:
-            wire["criteria"] = q["criteria"]
-        try:
-            candidates[qid] = candidates_for(wire, NOUL_ORDER_TRUE_FIRST)
-        except ValueError as exc:
-            raise SourceFormatError(f"{path}:{lineno}: question {qid!r}: {exc}") from None
+        wire, candidates[qid] = wire_question(f"{path}:{lineno}", qid, q, NOUL_ORDER_TRUE_FIRST)
         questions[qid] = wire
         targets[qid] = _target(path, lineno, qid, wire, obj["gold"][qid])
     return SnapshotRow(
@@ -92,6 +86,7 @@ def build(source: str | Path, view: str = "zh_decision_bench", data: str = "offi
     """Map the v0.2 release folder (``voice_routing.jsonl``, ``business_scenarios.jsonl``)."""
     manifest = family_manifest(FAMILY)
     source = Path(source)
+    check_data_kind(source, FAMILY, data)
     pins = manifest["sources"][data] if data in manifest["sources"] else [{"file": f} for f in manifest["files"]]
     rows, files = [], []
     for pin in pins:
