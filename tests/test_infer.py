@@ -143,3 +143,16 @@ def test_sparrow_marks_media_and_limits_unsupported():
     assert res.status == "unsupported"
     ok = adapter.answer("r", {"state": "short text", "questions": q})
     assert ok.status == "ok" and 0 <= ok.response["answers"]["q"]["noul"] <= 1
+
+
+def test_progress_reports_rate_and_eta(caplog):
+    from jevkedro.nodes.infer import Progress
+
+    caplog.set_level("INFO")
+    progress = Progress(total=4, label="view", every_s=0)
+    for _ in range(4):
+        progress.update()
+    line = progress.line()
+    assert line.startswith("view: 4/4 requests (100%)") and "req/s" in line and "ETA 0s" in line
+    assert "view: 4/4 requests" in caplog.text  # logged at the end even without a terminal
+    assert progress.bar.disable  # pytest's stderr is not a terminal: no bar drawn

@@ -171,6 +171,7 @@ def run_distributed(snapshot: Snapshot, plog: PredictionLog, engine: EngineSetti
                 plog.append(_record(rid, AdapterResult(status="unattempted", error=f"run stopped: {stopped}"),
                                     None, snapshot.sha256, False, adapter.probability_source))
     finally:
+        progress.close()
         client.close()
         if cluster is not None:
             cluster.close()

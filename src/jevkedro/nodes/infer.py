@@ -42,12 +42,15 @@ import json
 import logging
 import os
 import shutil
+import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
+
+from tqdm.auto import tqdm
 
 from jevkedro.models import Adapter, AdapterResult, StopRun, make_adapter
 from jevkedro.nodes.snapshot import Snapshot, atomic_write_bytes
@@ -280,12 +283,16 @@ class EngineSettings:
 # -- progress -----------------------------------------------------------------------------------
 
 class Progress:
-    """Logs done/total, rate and ETA at most every ``every_s`` seconds (0 = only at the end)."""
+    """Progress of a run: a live bar (tqdm: done/total, rate, ETA) when stderr is a terminal, and a
+    log line with the same figures at most every ``every_s`` seconds (0 = only at the end), so
+    runs under CI or ``nohup`` still show where they are."""
 
     def __init__(self, total: int, label: str, every_s: float = 5.0) -> None:
         self.total, self.label, self.every_s = total, label, every_s
         self.done = 0
         self.start = self.last = time.perf_counter()
+        self.bar = tqdm(total=total, desc=label, unit="req", dynamic_ncols=True, leave=False,
+                        disable=not sys.stderr.isatty() or total == 0)
 
     def line(self) -> str:
         elapsed = max(time.perf_counter() - self.start, 1e-9)
@@ -297,10 +304,16 @@ class Progress:
 
     def update(self, n: int = 1) -> None:
         self.done += n
+        self.bar.update(n)
         now = time.perf_counter()
         if (self.every_s and now - self.last >= self.every_s) or self.done >= self.total:
             log.info(self.line())
             self.last = now
+        if self.done >= self.total:
+            self.close()
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 # -- one request / the core loop ----------------------------------------------------------------
@@ -520,6 +533,7 @@ def run_inference(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog,
             try:
                 stopped = ask_all(adapter, todo, engine, snapshot.sha256, emit)
             finally:
+                progress.close()
                 adapter.close()
     finally:
         plog.compact(order)
