@@ -96,3 +96,15 @@ def test_unbuilt_view_says_so(project):
         pytest.skip("decision_index is built")
     with pytest.raises(Exception, match="decision_index: data preparation is not built yet"):
         family_of("decision_index").module().prepare()
+
+
+def test_question_scores_record_every_judgement(ran):
+    lines = (ran / f"data/07_model_output/{DEFAULT_MODEL}/{VIEW}/questions.jsonl").read_text().splitlines()
+    records = [json.loads(x) for x in lines]
+    assert len(records) == 467
+    report = json.loads((ran / f"data/08_reporting/{DEFAULT_MODEL}/{VIEW}/report.json").read_text())
+    hits = sum(r["correct"] for r in records)
+    assert hits / 467 == pytest.approx(report["metrics"]["overall"]["accuracy"])
+    first = records[0]
+    assert first["request_id"] == "mass_0030" and first["question"] == "route" and first["status"] == "ok"
+    assert len(first["probabilities"]) == 6 and abs(sum(first["probabilities"]) - 1) < 1e-5

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from kedro.io import AbstractDataset
 
 from jevkedro.nodes.infer import PredictionLog
-from jevkedro.nodes.snapshot import PreparedView, Snapshot, commit_dataset, load_snapshot, snapshot_paths
+from jevkedro.nodes.snapshot import (PreparedView, Snapshot, atomic_write_bytes, commit_dataset, load_snapshot,
+                                     snapshot_paths)
 
 
 class SnapshotDataset(AbstractDataset[PreparedView, Snapshot]):
@@ -49,6 +51,27 @@ class PredictionsDataset(AbstractDataset[PredictionLog, PredictionLog]):
         if Path(data.path).resolve() != self.filepath.resolve():
             raise ValueError(f"predictions for {self.filepath} were written to {data.path}")
         data.close()
+
+    def _exists(self) -> bool:
+        return self.filepath.is_file()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self.filepath)}
+
+
+class JSONLinesDataset(AbstractDataset[list, list]):
+    """A list of JSON objects, one per line, written atomically (UTF-8, non-ASCII kept)."""
+
+    def __init__(self, filepath: str, metadata: dict[str, Any] | None = None) -> None:
+        self.filepath, self.metadata = Path(filepath), metadata
+
+    def load(self) -> list[dict[str, Any]]:
+        with open(self.filepath, encoding="utf-8") as fh:
+            return [json.loads(line) for line in fh if line.strip()]
+
+    def save(self, data: list[dict[str, Any]]) -> None:
+        text = "".join(json.dumps(rec, ensure_ascii=False) + "\n" for rec in data)
+        atomic_write_bytes(self.filepath, text.encode("utf-8"))
 
     def _exists(self) -> bool:
         return self.filepath.is_file()

@@ -15,7 +15,7 @@ from jevkedro.nodes import tracking
 from jevkedro.nodes.infer import PredictionLog
 from jevkedro.nodes.report import build_report
 from jevkedro.nodes.snapshot import PreparedView, Snapshot, verify_snapshot_bytes
-from jevkedro.nodes.validate import build_question_table
+from jevkedro.nodes.validate import build_question_table, question_records
 from jevkedro.registry import ViewNotBuiltError, family_of
 
 log = logging.getLogger(__name__)
@@ -45,8 +45,9 @@ def infer(snapshot: Snapshot, prediction_log: PredictionLog, model: dict[str, An
     return _infer.infer(snapshot, prediction_log, model)
 
 
-def score(snapshot: Snapshot, predictions: PredictionLog, model: dict[str, Any]) -> tuple[dict, dict | None]:
-    """Validate every answer, compute the generic metrics and the family's ``official`` report."""
+def score(snapshot: Snapshot, predictions: PredictionLog, model: dict[str, Any]) -> tuple[dict, dict | None, list]:
+    """Validate every answer, compute the generic metrics and the family's ``official`` report;
+    also returns the per-question judgements (status, reason, normalised probabilities)."""
     records = predictions.records
     table = build_question_table(snapshot.rows, records)
     module = family_of(snapshot.view).module()
@@ -54,7 +55,7 @@ def score(snapshot: Snapshot, predictions: PredictionLog, model: dict[str, Any])
     report = build_report(snapshot, table, records, model, predictions.meta(), official)
     o = report["metrics"]["overall"]
     log.info("%s / %s: accuracy %s over %d questions", report["model"], snapshot.view, o["accuracy"], o["accuracy_n"])
-    return report, official
+    return report, official, question_records(table)
 
 
 def track(report: dict[str, Any], official: dict[str, Any] | None, snapshot: Snapshot) -> str:

@@ -233,3 +233,29 @@ def build_question_table(
                 for k, col in slice_cols.items()},
         level_order=level_order,
     )
+
+
+def question_records(table: QuestionTable) -> list[dict[str, Any]]:
+    """One record per question as scored: its status (``ok``/``invalid``/``unsupported``/
+    ``unattempted``/``error``), why it is not ``ok``, the normalised probabilities the generic
+    metrics used (None unless ``ok``), the label index and whether the argmax hit it.
+
+    The raw answer stays in the predictions log; this is the per-item view of what was judged.
+    """
+    pred = np.argmax(table.P, axis=1)
+    out = []
+    for i in range(len(table)):
+        ok = table.status[i] == "ok"
+        label = int(table.label[i])
+        out.append({
+            "request_id": table.request_id[i],
+            "question": table.question_id[i],
+            "type": table.qtype[i],
+            "status": table.status[i],
+            "reason": table.reason[i],
+            "probabilities": table.P[i, : table.K[i]].round(6).tolist() if ok else None,
+            "label": label if label >= 0 else None,
+            "correct": (bool(ok and pred[i] == label) if label >= 0 else None),
+            **({"unscored": True} if table.unscored[i] else {}),
+        })
+    return out

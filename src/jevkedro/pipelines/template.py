@@ -26,7 +26,8 @@ def create_view_pipeline(view: str) -> Pipeline:
         node(_bound(steps.prepare_snapshot, view=view), "params:prepare", "snapshot", name="prepare_snapshot"),
         node(steps.verify_snapshot, "snapshot", "verified_snapshot", name="verify_snapshot"),
         node(steps.infer, ["verified_snapshot", "prediction_log", "params:model"], "predictions", name="infer"),
-        node(steps.score, ["verified_snapshot", "predictions", "params:model"], ["report", "official"], name="score"),
+        node(steps.score, ["verified_snapshot", "predictions", "params:model"],
+             ["report", "official", "question_scores"], name="score"),
         node(steps.track, ["report", "official", "verified_snapshot"], "mlflow_run_id", name="track"),
     ])
     return Pipeline(template, namespace=view, parameters={"params:model"})
