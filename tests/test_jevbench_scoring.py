@@ -295,3 +295,63 @@ def test_summary_refuses_answers_to_unknown_task_ids(tmp_path):
     with pytest.raises(SnapshotError, match=r"unknown task id\(s\), e.g. \['easy-intent-99'\]"):
         official.official_summary(snap, {"easy-intent-01": record(choice(a=1.0, b=0.0)),
                                          "easy-intent-99": record(choice(a=1.0, b=0.0))})
+
+
+def _ordinal_tasks_and_answers():
+    """Two original score tasks (one renormalised), one invalid hard score task, one easy noul."""
+    tasks = [task("original-ordinal-01-0", "score", ["0", "1", "2"], 2, family="ordinal", group="original-ordinal-01"),
+             task("original-ordinal-01-1", "score", ["0", "1", "2"], 2, family="ordinal", group="original-ordinal-01"),
+             task("hard-sol-a-temporal_numeric-01", "score", ["0", "1", "2", "3"], 1, family="temporal_numeric"),
+             task("easy-fact-01", "noul", ["no", "yes"], "yes", family="fact")]
+    def score(*p):
+        return {"type": "score", "probabilities": {str(k): v for k, v in enumerate(p)}}
+
+    preds = {"original-ordinal-01-0": record(score(0.1, 0.2, 0.7)),  # strict; EV 1.6
+             "original-ordinal-01-1": record(score(0.0, 0.5, 0.51)),  # sum 1.01: renormalised
+             "hard-sol-a-temporal_numeric-01": record(score(0.0, 0.53, 0.5, 0.0)),  # sum 1.03: invalid
+             "easy-fact-01": record(noul(0.8))}
+    return tasks, preds
+
+
+def test_ordinal_mae_uses_valid_score_items_and_strict_validity_is_its_own_rate(tmp_path):
+    tasks, preds = _ordinal_tasks_and_answers()
+    out = official.official_summary(snapshot_of(tmp_path, tasks), preds)
+    o = out["overall"]
+    # |EV - expected|: |1.6 - 2| = 0.4 and |(0.5 + 2 * 0.51) / 1.01 - 2| = 0.5 / 1.01; the 1.03 item has no EV
+    assert o["ordinal_mae"] == pytest.approx((0.4 + 0.5 / 1.01) / 2) and o["ordinal_n"] == 2
+    items = {i["task_id"]: i for i in out["items"]}
+    assert items["original-ordinal-01-1"]["ordinal_ev"] == pytest.approx(1.52 / 1.01)
+    assert items["hard-sol-a-temporal_numeric-01"]["ordinal_ev"] is None
+    assert items["hard-sol-a-temporal_numeric-01"]["expected_level"] == 1
+    # 4 attempted, 3 valid (headline), 2 strictly valid
+    assert (o["n_valid"], o["n_strict_valid"], o["n_renormalized"]) == (3, 2, 1)
+    assert o["schema_validity"] == pytest.approx(3 / 4) and o["schema_validity_strict"] == pytest.approx(2 / 4)
+
+
+def test_slices_and_reports_hold_the_same_rules_per_group(tmp_path):
+    tasks, preds = _ordinal_tasks_and_answers()
+    out = official.official_summary(snapshot_of(tmp_path, tasks), preds)
+    score, noul_ = out["per_type"]["score"], out["per_type"]["noul"]
+    assert (score["n_planned"], score["n_scorable"], score["n_correct"]) == (3, 3, 2)
+    # Brier: (0.1^2 + 0.2^2 + 0.3^2) and 2 * (0.5 / 1.01)^2 on the renormalised one
+    assert score["brier_mean"] == pytest.approx((0.14 + 2 * (0.5 / 1.01) ** 2) / 2)
+    assert noul_["accuracy"] == 1.0 and noul_["brier_mean"] == pytest.approx(0.2 ** 2 + 0.2 ** 2)
+    assert noul_["ordinal_mae"] is None
+    original = out["per_tier"]["original"]
+    assert original["schema_validity"] == 1.0 and original["schema_validity_strict"] == 0.5
+    assert out["per_split"]["public"]["n_planned"] == 4
+    fam = out["per_family"]
+    assert (fam["ordinal"]["accuracy"], fam["temporal_numeric"]["accuracy"], fam["fact"]["accuracy"]) == (1.0, 0.0, 1.0)
+    assert out["overall"]["macro_accuracy"] == pytest.approx(2 / 3)
+    rows = out["reports"]["task_family"]
+    assert [r["family"] for r in rows] == ["fact", "ordinal", "temporal_numeric"]
+    assert rows[1]["tier"] == ["original"] and rows[1]["n_scorable"] == 2 and rows[2]["schema_validity"] == 0.0
+    cal = out["reports"]["calibration"]
+    assert cal["bins"] == 10
+    # score: confidences 0.7 (bin 7) and 0.51 / 1.01 (bin 5), both right
+    assert cal["per_type"]["score"]["ece"] == pytest.approx((0.3 + 0.5 / 1.01) / 2)
+    assert [b["n"] for b in cal["per_type"]["score"]["bins"]] == [0, 0, 0, 0, 0, 1, 0, 1, 0, 0]
+    assert cal["per_tier"]["easy"]["ece"] == pytest.approx(0.2) and cal["per_tier"]["hard"]["n"] == 0
+    assert cal["overall"] == out["overall"]["ece"]
+    # one paraphrase pair: same answer, both right
+    assert (out["paraphrase"]["pairs"], out["paraphrase"]["agree"], out["paraphrase"]["both_correct"]) == (1, 1, 1)
