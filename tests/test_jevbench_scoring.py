@@ -138,6 +138,28 @@ def test_uniform_chance_of_the_published_easy_histogram_matches_the_manifest():
     assert below["chance_corrected"] == 0.0 and below["chance_corrected_raw"] == pytest.approx(-0.2)
 
 
+def test_release_chance_baselines_from_the_v13_option_count_histograms():
+    tiers = family_manifest("jevbench")["tiers"]
+    hist = {t: tiers[t]["release_chance"]["option_counts_all_frozen_items"] for t in ("easy", "original", "hard")}
+    # easy 18 x 1/2 + 13 x 1/4 + 41 x 1/5 over 72 frozen items (48 public + 24 held out)
+    assert S.chance_from_option_counts(hist["easy"]) == pytest.approx((9 + 3.25 + 8.2) / 72)
+    # standard ("original"): 32/2 + 40/4 + 12/5 + 12/6 over 96
+    assert S.chance_from_option_counts(hist["original"]) == pytest.approx((16 + 10 + 2.4 + 2) / 96)
+    # hard: 77/2 + 26/3 + 73/4 + 38/5 + 6/6 over 220
+    assert S.chance_from_option_counts(hist["hard"]) == pytest.approx((38.5 + 26 / 3 + 18.25 + 7.6 + 1) / 220)
+    assert [tiers[t]["release_chance"]["upstream_tier"] for t in ("easy", "original", "hard")] == [
+        "easy", "standard", "hard"]
+    assert S.chance_from_option_counts({}) is None
+
+
+def test_calibration_axis_terms():
+    assert S.calibration_axis(0.1, 0.2) == pytest.approx({"ece_term": 80.0, "tvd_term": 80.0, "axis": 80.0})
+    assert S.calibration_axis(0.05, None) == {"ece_term": pytest.approx(90.0), "tvd_term": None, "axis": pytest.approx(90.0)}
+    assert S.calibration_axis(0.6, 0.0)["ece_term"] == 0.0  # ECE at or past 0.5 scores 0
+    assert S.calibration_axis(0.6, 0.0)["axis"] == 50.0
+    assert S.calibration_axis(None, 0.1)["axis"] is None  # no distribution, no axis
+
+
 def test_latency_percentiles_leave_the_first_request_apart():
     out = S.latency([5.0, 1.0, 2.0, 3.0, None], [True, False, False, False, False])
     assert out["first_s"] == 5.0 and out["n"] == 3
@@ -183,6 +205,12 @@ def test_uniform_answer_on_the_published_easy_histogram(tmp_path):
     assert cc["chance"] == pytest.approx(0.284375)
     assert cc["chance_corrected_raw"] == pytest.approx((13 / 48 - 0.284375) / 0.715625)
     assert cc["chance_corrected"] == 0.0
+    # the release's own v1.3 easy baseline (72 frozen items) is 20.45 / 72, also above 13/48
+    release = cc["release"]
+    assert release["upstream_tier"] == "easy" and release["items"] == 72
+    assert release["chance"] == pytest.approx(20.45 / 72)
+    assert release["chance_corrected_raw"] == pytest.approx((13 / 48 - 20.45 / 72) / (1 - 20.45 / 72))
+    assert release["chance_corrected"] == 0.0
     # macro over families: fact 6/12, intent 3/9, extraction 4/27
     assert o["macro_accuracy"] == pytest.approx((6 / 12 + 3 / 9 + 4 / 27) / 3)
     # majority-class baseline: gold "e" on 23 of 48 tasks
@@ -231,6 +259,11 @@ def test_paraphrase_agreement_is_not_both_correct(tmp_path):
     assert [r["group"] for r in table] == ["original-intent-01", "original-intent-02", "original-intent-03"]
     variants = out["reports"]["paraphrase"]["variant"]
     assert variants["0"]["accuracy"] == pytest.approx(2 / 3) and variants["1"]["accuracy"] == pytest.approx(1 / 3)
+    # original tier: 3 of 6 right; two-option chance 0.5 -> 0; release "standard" baseline 30.4 / 96
+    cc = out["chance_corrected"]["original"]
+    assert cc["accuracy"] == 0.5 and cc["chance"] == 0.5 and cc["chance_corrected"] == 0.0
+    assert cc["release"]["upstream_tier"] == "standard" and cc["release"]["items"] == 96
+    assert cc["release"]["chance_corrected"] == pytest.approx((48 - 30.4) / (96 - 30.4))
 
 
 def test_hard_calibration_axis_uses_gold_probs_and_the_hard_ece(tmp_path):
@@ -250,6 +283,9 @@ def test_hard_calibration_axis_uses_gold_probs_and_the_hard_ece(tmp_path):
     assert axis["tvd_gold_probs"] == pytest.approx((0.1 + 0.25) / 2) and axis["tvd_n"] == 2
     # hard ECE: (0.6, right) bin 6 gap 0.4; (0.5, wrong) bin 5 gap 0.5; (0.9, right) bin 9 gap 0.1
     assert axis["ece"] == pytest.approx((0.4 + 0.5 + 0.1) / 3) and axis["ece_n"] == 3
+    # v1.3 terms: 100 (1 - (1/3) / 0.5) = 100/3 and 100 (1 - 0.175) = 82.5
+    assert axis["ece_term"] == pytest.approx(100 / 3) and axis["tvd_term"] == pytest.approx(82.5)
+    assert axis["axis"] == pytest.approx((100 / 3 + 82.5) / 2)
 
 
 def test_noul_candidate_order_puts_both_tie_rules_on_no(tmp_path):

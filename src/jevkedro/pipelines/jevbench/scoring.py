@@ -378,6 +378,32 @@ def uniform_chance(label_counts: Iterable[int]) -> float | None:
     return float((1.0 / k).mean()) if len(k) else None
 
 
+def chance_from_option_counts(histogram: Mapping[Any, int]) -> float | None:
+    """Uniform-guess chance from an option-count histogram ``{K: items}``: ``sum_K (n_K / K) / sum_K n_K``.
+
+    This is how the release states its v1.3 tier baselines (over every frozen item, public and
+    held out) without publishing the held-out items.
+    """
+    total = sum(int(n) for n in histogram.values())
+    return sum(int(n) / int(k) for k, n in histogram.items()) / total if total else None
+
+
+def calibration_axis(ece: float | None, mean_tvd: float | None) -> dict[str, Any]:
+    """The v1.3 calibration axis (0-100) from a tier's 10-bin ECE and mean TV distance to ``gold_probs``.
+
+    ``ece_term = max(0, 100 (1 - ece / 0.5))`` (ECE 0.5 or worse scores 0), ``tvd_term = 100 (1 - tvd)``,
+    ``axis`` = their mean, or ``ece_term`` alone without gold distributions; None without an ECE
+    (no distribution, e.g. a label-only system).
+    """
+    ece_term = None if ece is None else max(0.0, 100.0 * (1.0 - ece / 0.5))
+    tvd_term = None if mean_tvd is None else 100.0 * (1.0 - mean_tvd)
+    if ece_term is None:
+        axis = None
+    else:
+        axis = ece_term if tvd_term is None else (ece_term + tvd_term) / 2.0
+    return {"ece_term": ece_term, "tvd_term": tvd_term, "axis": axis}
+
+
 def latency(latencies: Sequence[float | None], first: Sequence[bool]) -> dict[str, Any]:
     """p50/p95 (linear interpolation) over timed requests, the first request reported apart."""
     lat = np.array([np.nan if x is None else float(x) for x in latencies], dtype=float)
