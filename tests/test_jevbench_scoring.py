@@ -230,6 +230,8 @@ def test_accuracy_denominator_is_every_scorable_task_and_invalid_has_no_distribu
     o = official.official_summary(snap, preds)["overall"]
     assert (o["n_planned"], o["n_attempted"], o["n_scorable"], o["n_valid"], o["n_correct"]) == (4, 3, 3, 1, 1)
     assert o["accuracy"] == pytest.approx(1 / 3)  # unattempted and failed count wrong
+    # over the tasks with a record only (01 right, 02 failed): 1 / 2
+    assert o["n_scorable_attempted"] == 2 and o["accuracy_attempted"] == pytest.approx(1 / 2)
     assert o["schema_validity"] == pytest.approx(1 / 3)  # valid / attempted
     assert o["coverage"] == pytest.approx(3 / 4) and o["operational_success"] == pytest.approx(2 / 3)
     assert o["brier_mean"] == pytest.approx(0.125) and o["calibration_n"] == 1  # only the valid item

@@ -18,7 +18,7 @@ Per item (:func:`score_item`), in this order:
 
 The summary (:func:`summarize`) follows the release's field names: ``n_planned``,
 ``n_attempted``, ``n_scorable``, ``n_valid``, ``n_correct``, ``coverage``,
-``operational_success``, ``accuracy``, ``schema_validity`` (+ ``_strict``),
+``operational_success``, ``accuracy`` (+ ``_attempted``), ``schema_validity`` (+ ``_strict``),
 ``majority_class_accuracy``, ``brier_mean``, ``ece`` (10 equal-width bins with its bin table),
 ``calibration_n``, ``ordinal_mae``, ``macro_accuracy``. Decisions on the spec's unknowns are
 documented in the package README and pinned by tests.
@@ -289,6 +289,8 @@ def summarize(t: ItemTable) -> dict[str, Any]:
 
     - ``accuracy = n_correct / n_scorable``: every scorable planned task is in the denominator,
       so an unattempted, failed, unsupported or invalid task counts wrong (spec Unknown 2);
+      ``accuracy_attempted = n_correct / n_scorable_attempted`` is the same over the tasks that have
+      a record (the two agree on a complete run);
     - ``schema_validity = n_valid / n_attempted`` (``_strict`` likewise with the 1e-3 band);
     - Brier, ECE and ordinal MAE: only valid scorable items (an invalid item has no
       distribution, spec Unknown 3); ordinal MAE ``|ordinal_ev - expected|`` on score items.
@@ -313,6 +315,8 @@ def summarize(t: ItemTable) -> dict[str, Any]:
         "coverage": _ratio(n_attempted, len(t)),
         "operational_success": _ratio(int(t.ok.sum()), n_attempted),
         "accuracy": _ratio(int((t.correct & scorable).sum()), int(scorable.sum())),
+        "n_scorable_attempted": int((scorable & t.attempted).sum()),
+        "accuracy_attempted": _ratio(int((t.correct & scorable).sum()), int((scorable & t.attempted).sum())),
         "schema_validity": _ratio(int(t.valid.sum()), n_attempted),
         "schema_validity_strict": _ratio(int(t.strict_valid.sum()), n_attempted),
         "majority_class_accuracy": majority["accuracy"],
