@@ -164,6 +164,22 @@ def test_latency_percentiles_leave_the_first_request_apart():
     out = S.latency([5.0, 1.0, 2.0, 3.0, None], [True, False, False, False, False])
     assert out["first_s"] == 5.0 and out["n"] == 3
     assert out["p50_s"] == pytest.approx(2.0) and out["p95_s"] == pytest.approx(2.9)  # linear: 2 + 0.9 * (3 - 2)
+    assert out["first_n"] == 1
+
+
+def test_official_latency_takes_the_first_request_out_of_the_percentiles(tmp_path):
+    tasks = [task(f"easy-intent-0{i}", "choice", AB, "a") for i in range(1, 6)]
+    preds = {"easy-intent-01": record(choice(a=1.0, b=0.0), latency=4.0, first=True),
+             "easy-intent-02": record(choice(a=1.0, b=0.0), latency=1.0),
+             "easy-intent-03": record(None, status="error", latency=None, error="HTTP 503"),
+             "easy-intent-04": record(choice(a=1.0, b=0.0), latency=3.0),
+             # a second worker's first request (distributed run): also left out
+             "easy-intent-05": record(choice(a=1.0, b=0.0), latency=9.0, first=True)}
+    lat = official.official_summary(snapshot_of(tmp_path, tasks), preds)["latency"]
+    assert (lat["first_s"], lat["first_n"], lat["n"]) == (4.0, 2, 2)
+    # percentiles over 1.0 and 3.0: p50 = 2.0, p95 = 1 + 0.95 * 2 = 2.9
+    assert lat["p50_s"] == pytest.approx(2.0) and lat["p95_s"] == pytest.approx(2.9)
+    assert lat["mean_s"] == pytest.approx(2.0)
 
 
 # ------------------------------------------------------------------ whole summaries

@@ -409,13 +409,17 @@ def calibration_axis(ece: float | None, mean_tvd: float | None) -> dict[str, Any
 
 
 def latency(latencies: Sequence[float | None], first: Sequence[bool]) -> dict[str, Any]:
-    """p50/p95 (linear interpolation) over timed requests, the first request reported apart."""
+    """p50/p95 (linear interpolation) over timed requests, the first request reported apart.
+
+    Under a distributed run every worker marks its own first request: all of them are left out of
+    the percentiles (``first_n``), ``first_s`` is the first of them in plan order.
+    """
     lat = np.array([np.nan if x is None else float(x) for x in latencies], dtype=float)
     is_first = np.asarray(first, dtype=bool)
     timed = ~np.isnan(lat)
     rest = lat[timed & ~is_first]
     first_s = lat[timed & is_first]
     return {"unit": "s", "network_included": True, "n": int(len(rest)),
-            "first_s": float(first_s[0]) if len(first_s) else None,
+            "first_s": float(first_s[0]) if len(first_s) else None, "first_n": int(len(first_s)),
             "p50_s": percentile(rest, 50), "p95_s": percentile(rest, 95),
             "mean_s": float(rest.mean()) if len(rest) else None}
