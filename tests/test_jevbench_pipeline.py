@@ -73,7 +73,17 @@ def test_replay_run_writes_and_logs_the_official_summary(project):
     assert items["easy-intent-02"]["predicted"] == "refund"  # refund/shipping_status tie
     assert items["original-intent-01-1"]["renormalized"] and not items["original-intent-01-1"]["strict_valid"]
     assert not items["original-routing-01-1"]["valid"] and items["original-routing-01-1"]["correct"] is False
-    assert official["hard_calibration_axis"]["tvd_gold_probs"] == pytest.approx((0.1 + (0.2 - 1 / 6)) / 2)
+    axis = official["hard_calibration_axis"]
+    assert axis["tvd_gold_probs"] == pytest.approx((0.1 + (0.2 - 1 / 6)) / 2)
+    # hard ECE over the valid scorable hard tasks: (0.8, right) (0.6, right) x2 (0.5, right) (0.4, wrong)
+    # -> (0.2 + 2 * 0.4 + 0.5 + 0.4) / 5 = 0.38; v1.3 terms 100 (1 - 0.76) and 100 (1 - 1/15)
+    assert axis["ece"] == pytest.approx(0.38) and axis["ece_n"] == 5
+    assert axis["axis"] == pytest.approx((24 + 100 * (1 - 1 / 15)) / 2)
+    # easy: 1 of 6 scorable right (the unattempted tool_selection task counts wrong), 1 of 5 attempted
+    easy = official["per_tier"]["easy"]
+    assert easy["accuracy"] == pytest.approx(1 / 6) and easy["accuracy_attempted"] == pytest.approx(1 / 5)
+    assert o["accuracy_attempted"] == pytest.approx(11 / 19)
+    assert official["chance_corrected"]["easy"]["release"]["chance"] == pytest.approx(20.45 / 72)
 
     report = json.loads((path.parent / "report.json").read_text(encoding="utf-8"))
     assert report["metrics"]["overall"]["accuracy_n"] == 20  # generic metrics beside it

@@ -138,10 +138,48 @@ def test_uniform_chance_of_the_published_easy_histogram_matches_the_manifest():
     assert below["chance_corrected"] == 0.0 and below["chance_corrected_raw"] == pytest.approx(-0.2)
 
 
+def test_release_chance_baselines_from_the_v13_option_count_histograms():
+    tiers = family_manifest("jevbench")["tiers"]
+    hist = {t: tiers[t]["release_chance"]["option_counts_all_frozen_items"] for t in ("easy", "original", "hard")}
+    # easy 18 x 1/2 + 13 x 1/4 + 41 x 1/5 over 72 frozen items (48 public + 24 held out)
+    assert S.chance_from_option_counts(hist["easy"]) == pytest.approx((9 + 3.25 + 8.2) / 72)
+    # standard ("original"): 32/2 + 40/4 + 12/5 + 12/6 over 96
+    assert S.chance_from_option_counts(hist["original"]) == pytest.approx((16 + 10 + 2.4 + 2) / 96)
+    # hard: 77/2 + 26/3 + 73/4 + 38/5 + 6/6 over 220
+    assert S.chance_from_option_counts(hist["hard"]) == pytest.approx((38.5 + 26 / 3 + 18.25 + 7.6 + 1) / 220)
+    assert [tiers[t]["release_chance"]["upstream_tier"] for t in ("easy", "original", "hard")] == [
+        "easy", "standard", "hard"]
+    assert S.chance_from_option_counts({}) is None
+
+
+def test_calibration_axis_terms():
+    assert S.calibration_axis(0.1, 0.2) == pytest.approx({"ece_term": 80.0, "tvd_term": 80.0, "axis": 80.0})
+    assert S.calibration_axis(0.05, None) == {"ece_term": pytest.approx(90.0), "tvd_term": None, "axis": pytest.approx(90.0)}
+    assert S.calibration_axis(0.6, 0.0)["ece_term"] == 0.0  # ECE at or past 0.5 scores 0
+    assert S.calibration_axis(0.6, 0.0)["axis"] == 50.0
+    assert S.calibration_axis(None, 0.1)["axis"] is None  # no distribution, no axis
+
+
 def test_latency_percentiles_leave_the_first_request_apart():
     out = S.latency([5.0, 1.0, 2.0, 3.0, None], [True, False, False, False, False])
     assert out["first_s"] == 5.0 and out["n"] == 3
     assert out["p50_s"] == pytest.approx(2.0) and out["p95_s"] == pytest.approx(2.9)  # linear: 2 + 0.9 * (3 - 2)
+    assert out["first_n"] == 1
+
+
+def test_official_latency_takes_the_first_request_out_of_the_percentiles(tmp_path):
+    tasks = [task(f"easy-intent-0{i}", "choice", AB, "a") for i in range(1, 6)]
+    preds = {"easy-intent-01": record(choice(a=1.0, b=0.0), latency=4.0, first=True),
+             "easy-intent-02": record(choice(a=1.0, b=0.0), latency=1.0),
+             "easy-intent-03": record(None, status="error", latency=None, error="HTTP 503"),
+             "easy-intent-04": record(choice(a=1.0, b=0.0), latency=3.0),
+             # a second worker's first request (distributed run): also left out
+             "easy-intent-05": record(choice(a=1.0, b=0.0), latency=9.0, first=True)}
+    lat = official.official_summary(snapshot_of(tmp_path, tasks), preds)["latency"]
+    assert (lat["first_s"], lat["first_n"], lat["n"]) == (4.0, 2, 2)
+    # percentiles over 1.0 and 3.0: p50 = 2.0, p95 = 1 + 0.95 * 2 = 2.9
+    assert lat["p50_s"] == pytest.approx(2.0) and lat["p95_s"] == pytest.approx(2.9)
+    assert lat["mean_s"] == pytest.approx(2.0)
 
 
 # ------------------------------------------------------------------ whole summaries
@@ -183,6 +221,12 @@ def test_uniform_answer_on_the_published_easy_histogram(tmp_path):
     assert cc["chance"] == pytest.approx(0.284375)
     assert cc["chance_corrected_raw"] == pytest.approx((13 / 48 - 0.284375) / 0.715625)
     assert cc["chance_corrected"] == 0.0
+    # the release's own v1.3 easy baseline (72 frozen items) is 20.45 / 72, also above 13/48
+    release = cc["release"]
+    assert release["upstream_tier"] == "easy" and release["items"] == 72
+    assert release["chance"] == pytest.approx(20.45 / 72)
+    assert release["chance_corrected_raw"] == pytest.approx((13 / 48 - 20.45 / 72) / (1 - 20.45 / 72))
+    assert release["chance_corrected"] == 0.0
     # macro over families: fact 6/12, intent 3/9, extraction 4/27
     assert o["macro_accuracy"] == pytest.approx((6 / 12 + 3 / 9 + 4 / 27) / 3)
     # majority-class baseline: gold "e" on 23 of 48 tasks
@@ -202,6 +246,8 @@ def test_accuracy_denominator_is_every_scorable_task_and_invalid_has_no_distribu
     o = official.official_summary(snap, preds)["overall"]
     assert (o["n_planned"], o["n_attempted"], o["n_scorable"], o["n_valid"], o["n_correct"]) == (4, 3, 3, 1, 1)
     assert o["accuracy"] == pytest.approx(1 / 3)  # unattempted and failed count wrong
+    # over the tasks with a record only (01 right, 02 failed): 1 / 2
+    assert o["n_scorable_attempted"] == 2 and o["accuracy_attempted"] == pytest.approx(1 / 2)
     assert o["schema_validity"] == pytest.approx(1 / 3)  # valid / attempted
     assert o["coverage"] == pytest.approx(3 / 4) and o["operational_success"] == pytest.approx(2 / 3)
     assert o["brier_mean"] == pytest.approx(0.125) and o["calibration_n"] == 1  # only the valid item
@@ -231,6 +277,11 @@ def test_paraphrase_agreement_is_not_both_correct(tmp_path):
     assert [r["group"] for r in table] == ["original-intent-01", "original-intent-02", "original-intent-03"]
     variants = out["reports"]["paraphrase"]["variant"]
     assert variants["0"]["accuracy"] == pytest.approx(2 / 3) and variants["1"]["accuracy"] == pytest.approx(1 / 3)
+    # original tier: 3 of 6 right; two-option chance 0.5 -> 0; release "standard" baseline 30.4 / 96
+    cc = out["chance_corrected"]["original"]
+    assert cc["accuracy"] == 0.5 and cc["chance"] == 0.5 and cc["chance_corrected"] == 0.0
+    assert cc["release"]["upstream_tier"] == "standard" and cc["release"]["items"] == 96
+    assert cc["release"]["chance_corrected"] == pytest.approx((48 - 30.4) / (96 - 30.4))
 
 
 def test_hard_calibration_axis_uses_gold_probs_and_the_hard_ece(tmp_path):
@@ -250,6 +301,9 @@ def test_hard_calibration_axis_uses_gold_probs_and_the_hard_ece(tmp_path):
     assert axis["tvd_gold_probs"] == pytest.approx((0.1 + 0.25) / 2) and axis["tvd_n"] == 2
     # hard ECE: (0.6, right) bin 6 gap 0.4; (0.5, wrong) bin 5 gap 0.5; (0.9, right) bin 9 gap 0.1
     assert axis["ece"] == pytest.approx((0.4 + 0.5 + 0.1) / 3) and axis["ece_n"] == 3
+    # v1.3 terms: 100 (1 - (1/3) / 0.5) = 100/3 and 100 (1 - 0.175) = 82.5
+    assert axis["ece_term"] == pytest.approx(100 / 3) and axis["tvd_term"] == pytest.approx(82.5)
+    assert axis["axis"] == pytest.approx((100 / 3 + 82.5) / 2)
 
 
 def test_noul_candidate_order_puts_both_tie_rules_on_no(tmp_path):
@@ -295,3 +349,63 @@ def test_summary_refuses_answers_to_unknown_task_ids(tmp_path):
     with pytest.raises(SnapshotError, match=r"unknown task id\(s\), e.g. \['easy-intent-99'\]"):
         official.official_summary(snap, {"easy-intent-01": record(choice(a=1.0, b=0.0)),
                                          "easy-intent-99": record(choice(a=1.0, b=0.0))})
+
+
+def _ordinal_tasks_and_answers():
+    """Two original score tasks (one renormalised), one invalid hard score task, one easy noul."""
+    tasks = [task("original-ordinal-01-0", "score", ["0", "1", "2"], 2, family="ordinal", group="original-ordinal-01"),
+             task("original-ordinal-01-1", "score", ["0", "1", "2"], 2, family="ordinal", group="original-ordinal-01"),
+             task("hard-sol-a-temporal_numeric-01", "score", ["0", "1", "2", "3"], 1, family="temporal_numeric"),
+             task("easy-fact-01", "noul", ["no", "yes"], "yes", family="fact")]
+    def score(*p):
+        return {"type": "score", "probabilities": {str(k): v for k, v in enumerate(p)}}
+
+    preds = {"original-ordinal-01-0": record(score(0.1, 0.2, 0.7)),  # strict; EV 1.6
+             "original-ordinal-01-1": record(score(0.0, 0.5, 0.51)),  # sum 1.01: renormalised
+             "hard-sol-a-temporal_numeric-01": record(score(0.0, 0.53, 0.5, 0.0)),  # sum 1.03: invalid
+             "easy-fact-01": record(noul(0.8))}
+    return tasks, preds
+
+
+def test_ordinal_mae_uses_valid_score_items_and_strict_validity_is_its_own_rate(tmp_path):
+    tasks, preds = _ordinal_tasks_and_answers()
+    out = official.official_summary(snapshot_of(tmp_path, tasks), preds)
+    o = out["overall"]
+    # |EV - expected|: |1.6 - 2| = 0.4 and |(0.5 + 2 * 0.51) / 1.01 - 2| = 0.5 / 1.01; the 1.03 item has no EV
+    assert o["ordinal_mae"] == pytest.approx((0.4 + 0.5 / 1.01) / 2) and o["ordinal_n"] == 2
+    items = {i["task_id"]: i for i in out["items"]}
+    assert items["original-ordinal-01-1"]["ordinal_ev"] == pytest.approx(1.52 / 1.01)
+    assert items["hard-sol-a-temporal_numeric-01"]["ordinal_ev"] is None
+    assert items["hard-sol-a-temporal_numeric-01"]["expected_level"] == 1
+    # 4 attempted, 3 valid (headline), 2 strictly valid
+    assert (o["n_valid"], o["n_strict_valid"], o["n_renormalized"]) == (3, 2, 1)
+    assert o["schema_validity"] == pytest.approx(3 / 4) and o["schema_validity_strict"] == pytest.approx(2 / 4)
+
+
+def test_slices_and_reports_hold_the_same_rules_per_group(tmp_path):
+    tasks, preds = _ordinal_tasks_and_answers()
+    out = official.official_summary(snapshot_of(tmp_path, tasks), preds)
+    score, noul_ = out["per_type"]["score"], out["per_type"]["noul"]
+    assert (score["n_planned"], score["n_scorable"], score["n_correct"]) == (3, 3, 2)
+    # Brier: (0.1^2 + 0.2^2 + 0.3^2) and 2 * (0.5 / 1.01)^2 on the renormalised one
+    assert score["brier_mean"] == pytest.approx((0.14 + 2 * (0.5 / 1.01) ** 2) / 2)
+    assert noul_["accuracy"] == 1.0 and noul_["brier_mean"] == pytest.approx(0.2 ** 2 + 0.2 ** 2)
+    assert noul_["ordinal_mae"] is None
+    original = out["per_tier"]["original"]
+    assert original["schema_validity"] == 1.0 and original["schema_validity_strict"] == 0.5
+    assert out["per_split"]["public"]["n_planned"] == 4
+    fam = out["per_family"]
+    assert (fam["ordinal"]["accuracy"], fam["temporal_numeric"]["accuracy"], fam["fact"]["accuracy"]) == (1.0, 0.0, 1.0)
+    assert out["overall"]["macro_accuracy"] == pytest.approx(2 / 3)
+    rows = out["reports"]["task_family"]
+    assert [r["family"] for r in rows] == ["fact", "ordinal", "temporal_numeric"]
+    assert rows[1]["tier"] == ["original"] and rows[1]["n_scorable"] == 2 and rows[2]["schema_validity"] == 0.0
+    cal = out["reports"]["calibration"]
+    assert cal["bins"] == 10
+    # score: confidences 0.7 (bin 7) and 0.51 / 1.01 (bin 5), both right
+    assert cal["per_type"]["score"]["ece"] == pytest.approx((0.3 + 0.5 / 1.01) / 2)
+    assert [b["n"] for b in cal["per_type"]["score"]["bins"]] == [0, 0, 0, 0, 0, 1, 0, 1, 0, 0]
+    assert cal["per_tier"]["easy"]["ece"] == pytest.approx(0.2) and cal["per_tier"]["hard"]["n"] == 0
+    assert cal["overall"] == out["overall"]["ece"]
+    # one paraphrase pair: same answer, both right
+    assert (out["paraphrase"]["pairs"], out["paraphrase"]["agree"], out["paraphrase"]["both_correct"]) == (1, 1, 1)

@@ -9,10 +9,12 @@ the release's own tolerances. Output (``official.json``, its own MLflow artifact
 - ``rules``: the tolerances and decisions applied;
 - ``overall``, ``per_tier``, ``per_family``, ``per_type``, ``per_split``: :func:`scoring.summarize`;
 - ``chance_corrected``: per tier, ``(accuracy - chance) / (1 - chance)`` with ``chance`` the
-  expected accuracy of a uniform guess on that tier's scorable tasks (``mean 1/K``);
+  expected accuracy of a uniform guess on that tier's scorable tasks (``mean 1/K``), and under
+  ``release`` the same with the release's v1.3 tier baseline (its option-count histogram over
+  every frozen item of the tier, public and held out);
 - ``hard_calibration_axis``: hard-tier 10-bin ECE and the mean total-variation distance to
-  ``gold_probs`` over valid ``probability`` items (the inputs of the v1.3 calibration axis;
-  the 0–100 axis itself and the composite score are not reproduced);
+  ``gold_probs`` over valid ``probability`` items, and the v1.3 axis terms computed from them
+  (``ece_term``, ``tvd_term``, ``axis``); the composite score is not reproduced;
 - ``latency``: p50/p95 per request, network included, the first request apart;
 - ``reports``: ``calibration`` (10-bin reliability tables overall / per tier / per type),
   ``task_family`` (one row per family), ``paraphrase`` (36 original pairs, per-pair table);
@@ -121,17 +123,27 @@ def official_summary(snapshot: Snapshot, predictions: Mapping[str, Mapping[str, 
     chance = {}
     for tier in per_tier:
         mask = (t.tier == tier) & t.scorable
-        chance[tier] = S.chance_corrected(per_tier[tier]["accuracy"], S.uniform_chance(n_labels[mask]))
+        accuracy = per_tier[tier]["accuracy"]
+        chance[tier] = S.chance_corrected(accuracy, S.uniform_chance(n_labels[mask]))
+        release = manifest["tiers"].get(tier, {}).get("release_chance")
+        if release:  # the release's own v1.3 baseline for the tier, beside the one of the tasks run here
+            hist = release["option_counts_all_frozen_items"]
+            chance[tier]["release"] = {
+                "upstream_tier": release["upstream_tier"], "items": sum(hist.values()),
+                **{k: v for k, v in S.chance_corrected(accuracy, S.chance_from_option_counts(hist)).items()
+                   if k != "accuracy"}}
 
     hard = t.subset(t.tier == "hard")
     hard_valid_gold = hard.valid & ~np.isnan(hard.tvd)
     hard_ece = _reliability(hard)
+    hard_tvd = float(hard.tvd[hard_valid_gold].mean()) if hard_valid_gold.any() else None
     calibration_axis = {
         "ece": hard_ece["ece"], "ece_n": hard_ece["n"],
-        "tvd_gold_probs": float(hard.tvd[hard_valid_gold].mean()) if hard_valid_gold.any() else None,
+        "tvd_gold_probs": hard_tvd,
         "tvd_n": int(hard_valid_gold.sum()),
         "tvd_items_planned": sum(1 for row in snapshot.rows if row.slices["tier"] == "hard"
                                  and "gold_probs" in row.targets[QUESTION_ID].extra["official"]),
+        **S.calibration_axis(hard_ece["ece"], hard_tvd),
     }
 
     per_family = S.by_group(t, "family")
@@ -164,7 +176,10 @@ def official_summary(snapshot: Snapshot, predictions: Mapping[str, Mapping[str, 
             "accuracy_denominator": "all scorable planned tasks (unattempted, failed, unsupported, invalid = wrong)",
             "invalid_probs": "null: invalid items are left out of Brier, ECE and ordinal MAE",
             "noul_mapping": "noul P(yes) -> {'no': 1 - p, 'yes': p}",
-            "chance": "per tier, mean over scorable tasks of 1 / number of labels (uniform guess)",
+            "chance": "per tier, mean over scorable tasks of 1 / number of labels (uniform guess); "
+                      "'release' holds the release's v1.3 tier baseline (all frozen items, public and held out)",
+            "calibration_axis": "v1.3 formula on the hard tier: mean of max(0, 100 (1 - ECE / 0.5)) and "
+                                "100 (1 - mean TV distance to gold_probs)",
             "price_per_1000_decisions_usd": "not computed: no tariff is configured (the release reports it only "
                                             "when every record has a cost)",
         },

@@ -18,7 +18,7 @@ Per item (:func:`score_item`), in this order:
 
 The summary (:func:`summarize`) follows the release's field names: ``n_planned``,
 ``n_attempted``, ``n_scorable``, ``n_valid``, ``n_correct``, ``coverage``,
-``operational_success``, ``accuracy``, ``schema_validity`` (+ ``_strict``),
+``operational_success``, ``accuracy`` (+ ``_attempted``), ``schema_validity`` (+ ``_strict``),
 ``majority_class_accuracy``, ``brier_mean``, ``ece`` (10 equal-width bins with its bin table),
 ``calibration_n``, ``ordinal_mae``, ``macro_accuracy``. Decisions on the spec's unknowns are
 documented in the package README and pinned by tests.
@@ -289,6 +289,8 @@ def summarize(t: ItemTable) -> dict[str, Any]:
 
     - ``accuracy = n_correct / n_scorable``: every scorable planned task is in the denominator,
       so an unattempted, failed, unsupported or invalid task counts wrong (spec Unknown 2);
+      ``accuracy_attempted = n_correct / n_scorable_attempted`` is the same over the tasks that have
+      a record (the two agree on a complete run);
     - ``schema_validity = n_valid / n_attempted`` (``_strict`` likewise with the 1e-3 band);
     - Brier, ECE and ordinal MAE: only valid scorable items (an invalid item has no
       distribution, spec Unknown 3); ordinal MAE ``|ordinal_ev - expected|`` on score items.
@@ -313,6 +315,8 @@ def summarize(t: ItemTable) -> dict[str, Any]:
         "coverage": _ratio(n_attempted, len(t)),
         "operational_success": _ratio(int(t.ok.sum()), n_attempted),
         "accuracy": _ratio(int((t.correct & scorable).sum()), int(scorable.sum())),
+        "n_scorable_attempted": int((scorable & t.attempted).sum()),
+        "accuracy_attempted": _ratio(int((t.correct & scorable).sum()), int((scorable & t.attempted).sum())),
         "schema_validity": _ratio(int(t.valid.sum()), n_attempted),
         "schema_validity_strict": _ratio(int(t.strict_valid.sum()), n_attempted),
         "majority_class_accuracy": majority["accuracy"],
@@ -378,14 +382,44 @@ def uniform_chance(label_counts: Iterable[int]) -> float | None:
     return float((1.0 / k).mean()) if len(k) else None
 
 
+def chance_from_option_counts(histogram: Mapping[Any, int]) -> float | None:
+    """Uniform-guess chance from an option-count histogram ``{K: items}``: ``sum_K (n_K / K) / sum_K n_K``.
+
+    This is how the release states its v1.3 tier baselines (over every frozen item, public and
+    held out) without publishing the held-out items.
+    """
+    total = sum(int(n) for n in histogram.values())
+    return sum(int(n) / int(k) for k, n in histogram.items()) / total if total else None
+
+
+def calibration_axis(ece: float | None, mean_tvd: float | None) -> dict[str, Any]:
+    """The v1.3 calibration axis (0-100) from a tier's 10-bin ECE and mean TV distance to ``gold_probs``.
+
+    ``ece_term = max(0, 100 (1 - ece / 0.5))`` (ECE 0.5 or worse scores 0), ``tvd_term = 100 (1 - tvd)``,
+    ``axis`` = their mean, or ``ece_term`` alone without gold distributions; None without an ECE
+    (no distribution, e.g. a label-only system).
+    """
+    ece_term = None if ece is None else max(0.0, 100.0 * (1.0 - ece / 0.5))
+    tvd_term = None if mean_tvd is None else 100.0 * (1.0 - mean_tvd)
+    if ece_term is None:
+        axis = None
+    else:
+        axis = ece_term if tvd_term is None else (ece_term + tvd_term) / 2.0
+    return {"ece_term": ece_term, "tvd_term": tvd_term, "axis": axis}
+
+
 def latency(latencies: Sequence[float | None], first: Sequence[bool]) -> dict[str, Any]:
-    """p50/p95 (linear interpolation) over timed requests, the first request reported apart."""
+    """p50/p95 (linear interpolation) over timed requests, the first request reported apart.
+
+    Under a distributed run every worker marks its own first request: all of them are left out of
+    the percentiles (``first_n``), ``first_s`` is the first of them in plan order.
+    """
     lat = np.array([np.nan if x is None else float(x) for x in latencies], dtype=float)
     is_first = np.asarray(first, dtype=bool)
     timed = ~np.isnan(lat)
     rest = lat[timed & ~is_first]
     first_s = lat[timed & is_first]
     return {"unit": "s", "network_included": True, "n": int(len(rest)),
-            "first_s": float(first_s[0]) if len(first_s) else None,
+            "first_s": float(first_s[0]) if len(first_s) else None, "first_n": int(len(first_s)),
             "p50_s": percentile(rest, 50), "p95_s": percentile(rest, 95),
             "mean_s": float(rest.mean()) if len(rest) else None}
