@@ -168,6 +168,19 @@ def test_extra_question_fields_go_into_the_instruction():
     assert mapped(plain).request["questions"]["kind"]["instructions"] == "What happened?"
 
 
+def test_extra_fields_named_like_gold_ids_or_provenance_are_withheld():
+    q = {"type": "choice", "instructions": "Pick", "criteria": {"a": "A", "b": "B"},
+         "hint": "read twice", "Label": "b", "rationale": "b because", "id": "q-17", "source": "crowd"}
+    row = mapped(item(questions={"c": q}, targets={"c": {"label": "b", "dist": {"a": 0.1, "b": 0.9}}}))
+    assert row.request["questions"]["c"]["instructions"] == 'Pick\n{"hint":"read twice"}'
+    text = json.dumps(row.request)
+    for word in ("because", "q-17", "crowd", "Label"):
+        assert word not in text
+    assert row.source["withheld_question_fields"] == {
+        "c": {"Label": "b", "rationale": "b because", "id": "q-17", "source": "crowd"}}
+    assert "withheld_question_fields" not in mapped(item()).source
+
+
 json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
                            max_leaves=8)
@@ -293,6 +306,7 @@ def test_shipped_sample_prepares_to_its_pinned_snapshot(tmp_path):
     assert {k: v["inputs"] for k, v in comp["by_language"].items()} == {"de": 3, "en": 5, "tr": 4}
     assert (comp["abstain_requests"], comp["unknown_candidates"], comp["unscored_gold_unknown"],
             comp["dropped_unknown_mass"], comp["train_fields_ignored"]) == (3, 5, 1, 1, 1)
+    assert comp["questions_with_withheld_fields"] == 0
     assert manifest["notes"]["splits_sha256"]["en/test.jsonl"] == manifest["sources"][0]["sha256"]
     rows = load_snapshot(tmp_path, "jevalt_bench").rows
     assert [r.request_id.split("/")[0] for r in rows] == ["en"] * 5 + ["tr"] * 4 + ["de"] * 3

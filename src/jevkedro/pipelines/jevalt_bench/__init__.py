@@ -14,7 +14,9 @@ questions, targets{label, dist}, tags`` plus optional ``abstain``, ``source``), 
   object gives its keys in insertion order as levels (level i <- key i, the key map is kept with
   the target), its values (or the key, where a value is null) as the level texts;
 - question fields beyond ``type``, ``instructions``, ``criteria`` are appended to the instruction
-  as one line of compact JSON (:func:`instruction_with_fields`, reversible);
+  as one line of compact JSON (:func:`instruction_with_fields`, reversible), except fields named
+  like gold, rationale, ids or provenance (``FORBIDDEN_REQUEST_KEYS``, e.g. ``label``,
+  ``answer``, ``id``, ``source``): those are withheld from the model and kept in the source column;
 - the public abstain flag is the top-level ``"abstain": true``; it (never the targets, never the
   ``abstain`` tag) appends an ``unknown`` candidate at the end of every choice and score question.
   Gold ``unknown`` mass on a question without that candidate is dropped (the rest renormalised);
@@ -40,7 +42,7 @@ from jevkedro.nodes import metrics as M
 from jevkedro.nodes.reference import reference_report
 from jevkedro.nodes.snapshot import (PreparedView, SnapshotError, SourceFormatError, check_source, read_jsonl,
                                      sha256_file)
-from jevkedro.protocol import NOUL_ORDER_FALSE_FIRST, SnapshotRow, Target, dumps
+from jevkedro.protocol import FORBIDDEN_REQUEST_KEYS, NOUL_ORDER_FALSE_FIRST, SnapshotRow, Target, dumps
 
 FAMILY = "jevalt_bench"
 VIEWS = ("jevalt_bench",)
@@ -90,6 +92,21 @@ def instruction_with_fields(instructions: Any, fields: dict[str, Any]) -> Any:
         return instructions
     text = instructions if isinstance(instructions, str) else dumps(instructions)
     return f"{text}\n{dumps(fields)}"
+
+
+def extra_question_fields(question: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(fields serialised into the instruction, fields withheld from the model) of one question.
+
+    Extra fields are those beyond ``type``, ``instructions``, ``criteria``. A field named like
+    gold, rationale, an id or provenance (``FORBIDDEN_REQUEST_KEYS``, matched case-insensitively)
+    never reaches the model (PROTOCOL §2); it is withheld and kept with the row's source.
+    """
+    shown, withheld = {}, {}
+    for key, value in question.items():
+        if key in WIRE_FIELDS:
+            continue
+        (withheld if str(key).lower() in FORBIDDEN_REQUEST_KEYS else shown)[key] = value
+    return shown, withheld
 
 
 def split_instruction(text: str) -> tuple[str, dict[str, Any]]:
@@ -243,6 +260,7 @@ def map_row(path: Path, lineno: int, obj: dict[str, Any], lang: str) -> Snapshot
         raise SourceFormatError(f"{where}: tags must be a list of strings")
     abstain = public_abstain_flag(obj, where)
     questions, candidates, targets, q_slices = {}, {}, {}, {}
+    withheld_fields: dict[str, dict[str, Any]] = {}
     for qid, q in questions_in.items():
         qwhere = f"{where}: question {qid!r}"
         if not QUESTION_ID.match(qid):
@@ -257,7 +275,9 @@ def map_row(path: Path, lineno: int, obj: dict[str, Any], lang: str) -> Snapshot
         if with_unknown:
             text = UNKNOWN_DESCRIPTION[lang]
             criteria = {**criteria, UNKNOWN: text} if qtype == "choice" else [*criteria, text]
-        fields = {k: v for k, v in q.items() if k not in WIRE_FIELDS}
+        fields, withheld = extra_question_fields(q)
+        if withheld:
+            withheld_fields[qid] = withheld
         wire = {"type": qtype, "instructions": instruction_with_fields(instructions, fields)}
         if criteria is not None:
             wire["criteria"] = criteria
@@ -284,7 +304,8 @@ def map_row(path: Path, lineno: int, obj: dict[str, Any], lang: str) -> Snapshot
                 "source": source if isinstance(source, str) else "",
                 "tag_prefixes": "+".join(prefixes) or "none", "questions": q_slices},
         source={"id": rid, "file": f"{lang}/test.jsonl", "line": lineno, "tags": tags, "source": source,
-                **({"other_fields": other} if other else {})},
+                **({"other_fields": other} if other else {}),
+                **({"withheld_question_fields": withheld_fields} if withheld_fields else {})},
     )
 
 
@@ -337,6 +358,7 @@ def composition(rows: list[SnapshotRow], train_fields: int) -> dict[str, Any]:
         "dropped_unknown_mass": sum(1 for t in targets if "dropped_unknown_mass" in t.extra and not t.unscored),
         "unscored_gold_unknown": sum(1 for t in targets if t.unscored),
         "train_fields_ignored": train_fields,
+        "questions_with_withheld_fields": sum(len(r.source.get("withheld_question_fields", {})) for r in rows),
     }
 
 
