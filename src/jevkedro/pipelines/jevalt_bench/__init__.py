@@ -339,6 +339,25 @@ def check_splits(source: Path) -> dict[str, str] | None:
     return {rel: listed[rel] for rel in release_files()}
 
 
+OUR_SOURCE = "jevkedro-synthetic"  # the ``source`` of every item jevkedro writes (synthetic.py)
+
+
+def check_item_stamp(path: Path, lineno: int, obj: dict[str, Any], data: str) -> None:
+    """The in-file counterpart of the folder marker (JSONL files carry no file metadata).
+
+    Every item jevkedro writes has ``source: "jevkedro-synthetic"``; upstream items never do. So
+    an item of ours is refused as ``official`` even when its folder marker was removed (no file
+    hash is published to catch it), and a sample/synthetic folder must hold only items of ours.
+    """
+    ours = obj.get("source") == OUR_SOURCE
+    if data == "official" and ours:
+        raise SnapshotError(f"{path}:{lineno}: item written by jevkedro (source {OUR_SOURCE!r}), "
+                            "not benchmark data; it cannot be prepared as data=official")
+    if data != "official" and not ours:
+        raise SnapshotError(f"{path}:{lineno}: prepared as {data!r} data, but the item is not marked "
+                            f"source {OUR_SOURCE!r} (it may be the real release)")
+
+
 def composition(rows: list[SnapshotRow], train_fields: int) -> dict[str, Any]:
     """Counts the release does not publish (per language, per type), recorded with the snapshot."""
     by_lang: dict[str, Counter[str]] = {}
@@ -381,6 +400,7 @@ def build(source: str | Path, view: str = "jevalt_bench", data: str = "official"
                 raise SourceFormatError(f"{path}:{lineno}: id {obj['id']!r} repeats line {seen[obj['id']]}")
             seen[obj.get("id")] = lineno
             train_fields += "train" in obj
+            check_item_stamp(path, lineno, obj, data)
             rows.append(map_row(path, lineno, obj, lang))
     notes = {"release": manifest["upstream"]["release"], "splits_sha256": splits,
              "composition": composition(rows, train_fields)}
