@@ -410,3 +410,31 @@ def test_kedro_run_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
     assert replayed["adapter"] == "replay"
     assert replayed_official["groups"] == official["groups"]
     assert [tags["data"] for tags in mlflow_tags(project)] == ["sample", "sample"]
+
+
+def test_send_abstain_is_a_per_server_setting_recorded_per_request_and_run(tmp_path):
+    """Unknown 8: only with ``model.send_abstain=true`` does a JevAlt-style server get the
+    top-level ``"abstain": true``, and only for requests offering ``unknown`` (a choice option,
+    or a score question ending in the unknown level, e.g. the score-only row de-syn-g0101-a)."""
+    pytest.importorskip("httpx")
+    from jevkedro.models import make_adapter
+    from jevkedro.nodes.infer import EngineSettings, PredictionLog, run_inference
+    from jevkedro.testing import LoopbackServer, synthetic_snapshot
+
+    rows = ja.build(SAMPLE, data="sample").rows
+    snapshot = synthetic_snapshot(tmp_path / "snap", rows)
+    abstain_rows = {"en/en-syn-g0003-a", "tr/tr-syn-g0042-a", "de/de-syn-g0101-a"}
+    assert {r.request_id for r in rows if ja.offers_unknown(r.request)} == abstain_rows
+    for send in (False, True):
+        with LoopbackServer() as server:
+            settings = {"adapter": "systemone", "endpoint": server.endpoint, "model": "jev-latest",
+                        "api_key_env": "", "timeout_s": 5, "progress": 0, "send_abstain": send}
+            plog = PredictionLog(tmp_path / f"preds-{send}" / "predictions.jsonl")
+            summary = run_inference(snapshot, make_adapter(settings), plog, EngineSettings.from_model(settings), settings)
+            flagged = [b for b in server.bodies if b.get("abstain") is True]
+        assert summary["identity"].get("send_abstain", False) is send
+        sent = {rid for rid, rec in plog.records.items() if (rec.get("meta") or {}).get("abstain_flag_sent")}
+        assert sent == (abstain_rows if send else set())
+        assert len(flagged) == (3 if send else 0)
+        official = ja.evaluate(type("D", (), {"data": "sample"}), build_question_table(rows, plog.records), plog.records)
+        assert official["abstain"]["abstain_flag_sent"] is send

@@ -42,19 +42,17 @@ from jevkedro.nodes import metrics as M
 from jevkedro.nodes.reference import reference_report
 from jevkedro.nodes.snapshot import (PreparedView, SnapshotError, SourceFormatError, check_source, read_jsonl,
                                      sha256_file)
-from jevkedro.protocol import FORBIDDEN_REQUEST_KEYS, NOUL_ORDER_FALSE_FIRST, SnapshotRow, Target, dumps
+from jevkedro.protocol import (ABSTAIN_OPTION, ABSTAIN_OPTION_TEXTS, FORBIDDEN_REQUEST_KEYS, NOUL_ORDER_FALSE_FIRST,
+                               SnapshotRow, Target, dumps, offers_abstain_option)
 
 FAMILY = "jevalt_bench"
 VIEWS = ("jevalt_bench",)
 LANGUAGES = ("en", "tr", "de")
 SPLITS_FILE = "SPLITS.sha256"
-UNKNOWN = "unknown"
-# The text of the appended "unknown" candidate, per language (our wording of upstream's meaning).
-UNKNOWN_DESCRIPTION = {
-    "en": "The state does not contain enough information to decide.",
-    "tr": "Durum, karar vermek için yeterli bilgi içermiyor.",
-    "de": "Der Zustand enthält nicht genug Informationen für eine Entscheidung.",
-}
+# The appended "unknown" candidate and its text per language (our wording of upstream's meaning),
+# shared with the System One adapter, which sends a JevAlt server "abstain": true for such requests.
+UNKNOWN = ABSTAIN_OPTION
+UNKNOWN_DESCRIPTION = ABSTAIN_OPTION_TEXTS
 QUESTION_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 WIRE_FIELDS = ("type", "instructions", "criteria")
 REQUIRED = ("id", "lang", "state", "questions", "targets")
@@ -224,18 +222,13 @@ def public_abstain_flag(obj: dict[str, Any], where: str) -> bool:
 def offers_unknown(request: dict[str, Any]) -> bool:
     """Whether a prepared request carries the abstain ``unknown`` candidate (spec Unknown 8).
 
-    A JevAlt-style server may also be sent the top-level ``"abstain": true`` for such requests;
-    that is a per-server adapter setting, recorded per request as ``meta.abstain_flag_sent``
-    (official Jev has no such field). The request itself never carries it.
+    A JevAlt-style server may also be sent the top-level ``"abstain": true`` for such requests:
+    the per-server setting ``model.send_abstain`` of the ``systemone`` adapter, which uses this
+    same test (:func:`jevkedro.protocol.offers_abstain_option`), records ``send_abstain`` in the
+    run identity and ``meta.abstain_flag_sent`` per request (official Jev has no such field).
+    The request itself never carries the flag.
     """
-    texts = set(UNKNOWN_DESCRIPTION.values())
-    for q in request.get("questions", {}).values():
-        criteria = q.get("criteria")
-        if q.get("type") == "choice" and isinstance(criteria, dict) and UNKNOWN in criteria:
-            return True
-        if q.get("type") == "score" and isinstance(criteria, list) and criteria and criteria[-1] in texts:
-            return True
-    return False
+    return offers_abstain_option(request)
 
 
 def map_row(path: Path, lineno: int, obj: dict[str, Any], lang: str) -> SnapshotRow:
