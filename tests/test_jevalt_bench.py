@@ -128,6 +128,18 @@ def test_unknown_mass_without_candidate_is_dropped_and_unknown_gold_is_unscored(
     assert t.unscored and t.label is None and "no unknown candidate" in t.extra["unscored_reason"]
 
 
+def test_score_unknown_mass_without_the_flag_is_dropped_and_with_it_kept_on_the_last_level():
+    q = {"type": "score", "instructions": "Risk?", "criteria": {"low": "Low", "high": "High"}}
+    target = {"label": "high", "dist": {"low": 0.2, "high": 0.6, "unknown": 0.2}}
+    t = mapped(item(questions={"r": q}, targets={"r": target})).targets["r"]
+    assert t.label == 1 and t.probabilities == pytest.approx((0.25, 0.75))  # 0.2/0.8, 0.6/0.8
+    assert t.extra["dropped_unknown_mass"] == 0.2
+    row = mapped(item(questions={"r": q}, targets={"r": target}, abstain=True))
+    assert row.candidates["r"] == ["0", "1", "2"] and row.request["questions"]["r"]["criteria"][:2] == ["Low", "High"]
+    t = row.targets["r"]
+    assert t.label == 1 and t.probabilities == pytest.approx((0.2, 0.6, 0.2)) and "dropped_unknown_mass" not in t.extra
+
+
 def test_abstain_must_be_a_boolean():
     with pytest.raises(SourceFormatError, match="abstain must be true or false, got 'yes'"):
         mapped(item(abstain="yes"))
