@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jevkedro.family import DATA_KIND_MARKER
+from jevkedro.family import DATA_KIND_MARKER, write_data_kind_marker
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.report import generic_metrics
 from jevkedro.nodes.snapshot import SnapshotError, SourceFormatError, commit_dataset, load_snapshot
@@ -279,9 +279,9 @@ def test_shipped_sample_prepares_to_its_pinned_snapshot(tmp_path):
     assert manifest["counts"] == {"inputs": 16, "questions": 16, "by_type": {"choice": 7, "noul": 5, "score": 4}}
     comp = manifest["notes"]["composition"]
     assert comp["by_primitive"] == {"binary_classification": 5, "candidate_selection": 7, "ordinal_scoring": 4}
-    assert comp["gold"] == {"soft": 10, "one_hot": 6}
+    assert comp["gold"] == {"soft": 10, "one_hot": 6}  # s01, s05, s08, s10, s12, s14 one-hot
     assert comp["by_source_dataset"] == {"jevkedro-synthetic": 16}  # per-source licence trail
-    assert manifest["notes"]["revision"] == "071b7b2d2e1504c89e1e5a811a3f82e1bfe3aedb"  # s01, s05, s08, s10, s12, s14 one-hot
+    assert manifest["notes"]["revision"] == "071b7b2d2e1504c89e1e5a811a3f82e1bfe3aedb"
     snap = load_snapshot(tmp_path, "decisionbench")
     assert all(r.request_id.startswith("synthetic-") for r in snap.rows)
 
@@ -289,14 +289,13 @@ def test_shipped_sample_prepares_to_its_pinned_snapshot(tmp_path):
 def test_sample_is_what_the_generator_writes(tmp_path):
     syn.write_release(syn.sample_rows(), tmp_path, "sample")
     assert pq.read_table(tmp_path / syn.DATA_FILE).equals(pq.read_table(SAMPLE / syn.DATA_FILE))
-    meta = pq.read_schema(SAMPLE / syn.DATA_FILE).metadata
-    assert meta[b"jevkedro.data_kind"] == b"sample"
+    assert db.file_data_kind(SAMPLE / syn.DATA_FILE) == "sample"
 
 
 def test_official_needs_the_pinned_file_hash(tmp_path):
-    shutil.copytree(SAMPLE, tmp_path / "rel")
-    (tmp_path / "rel" / DATA_KIND_MARKER).unlink()
-    with pytest.raises(SnapshotError, match=r"eval-00000-of-00001\.parquet: sha256 811d87bb\w+ does not match the pinned d9dd5be8"):
+    # an unmarked, unstamped file in the upstream layout (as a user's download would be)
+    write_parquet(tmp_path / "rel" / syn.DATA_FILE, syn.sample_rows())
+    with pytest.raises(SnapshotError, match=r"eval-00000-of-00001\.parquet: sha256 \w+ does not match the pinned d9dd5be8"):
         db.build(tmp_path / "rel", data="official")
 
 
@@ -311,11 +310,26 @@ def test_our_releases_are_never_taken_for_the_official_one(tmp_path):
         db.build(tmp_path / "rel", data="sample")
 
 
+def test_the_in_file_stamp_is_checked_too(tmp_path):
+    # an unstamped (upstream-like) file in a folder marked as ours is refused ...
+    rows = syn.generate_rows(n_rows=43)
+    write_parquet(tmp_path / "rel" / syn.DATA_FILE, rows)
+    write_data_kind_marker(tmp_path / "rel", db.FAMILY, "synthetic", "test")
+    with pytest.raises(SnapshotError, match=r"eval-00000-of-00001\.parquet: prepared as 'synthetic' data, but the file carries no jevkedro marker"):
+        db.build(tmp_path / "rel", data="synthetic")
+    # ... and a file of ours copied out of its marked folder is still refused as official
+    syn.write_release(rows, tmp_path / "ours", "synthetic")
+    (tmp_path / "ours" / DATA_KIND_MARKER).unlink()
+    assert db.file_data_kind(tmp_path / "ours" / syn.DATA_FILE) == "synthetic"
+    with pytest.raises(SnapshotError, match=r"eval-00000-of-00001\.parquet: this file was written by jevkedro as 'synthetic'"):
+        db.build(tmp_path / "ours", data="official")
+
+
 def test_changed_sample_bytes_are_refused(tmp_path):
     shutil.copytree(SAMPLE, tmp_path / "rel")
     rows = syn.sample_rows()[:-1]
     syn.write_release(rows, tmp_path / "rel", "sample")
-    with pytest.raises(SnapshotError, match="does not match the pinned 811d87bb"):
+    with pytest.raises(SnapshotError, match="does not match the pinned a04d5d76"):
         db.build(tmp_path / "rel", data="sample")
 
 

@@ -128,6 +128,18 @@ def test_unknown_mass_without_candidate_is_dropped_and_unknown_gold_is_unscored(
     assert t.unscored and t.label is None and "no unknown candidate" in t.extra["unscored_reason"]
 
 
+def test_score_unknown_mass_without_the_flag_is_dropped_and_with_it_kept_on_the_last_level():
+    q = {"type": "score", "instructions": "Risk?", "criteria": {"low": "Low", "high": "High"}}
+    target = {"label": "high", "dist": {"low": 0.2, "high": 0.6, "unknown": 0.2}}
+    t = mapped(item(questions={"r": q}, targets={"r": target})).targets["r"]
+    assert t.label == 1 and t.probabilities == pytest.approx((0.25, 0.75))  # 0.2/0.8, 0.6/0.8
+    assert t.extra["dropped_unknown_mass"] == 0.2
+    row = mapped(item(questions={"r": q}, targets={"r": target}, abstain=True))
+    assert row.candidates["r"] == ["0", "1", "2"] and row.request["questions"]["r"]["criteria"][:2] == ["Low", "High"]
+    t = row.targets["r"]
+    assert t.label == 1 and t.probabilities == pytest.approx((0.2, 0.6, 0.2)) and "dropped_unknown_mass" not in t.extra
+
+
 def test_abstain_must_be_a_boolean():
     with pytest.raises(SourceFormatError, match="abstain must be true or false, got 'yes'"):
         mapped(item(abstain="yes"))
@@ -166,6 +178,19 @@ def test_extra_question_fields_go_into_the_instruction():
     assert ja.split_instruction(wire["instructions"]) == ('{"task":"Pick"}', {"examples": [{"x": "é"}], "hint": "line1\nline2"})
     plain = item()
     assert mapped(plain).request["questions"]["kind"]["instructions"] == "What happened?"
+
+
+def test_extra_fields_named_like_gold_ids_or_provenance_are_withheld():
+    q = {"type": "choice", "instructions": "Pick", "criteria": {"a": "A", "b": "B"},
+         "hint": "read twice", "Label": "b", "rationale": "b because", "id": "q-17", "source": "crowd"}
+    row = mapped(item(questions={"c": q}, targets={"c": {"label": "b", "dist": {"a": 0.1, "b": 0.9}}}))
+    assert row.request["questions"]["c"]["instructions"] == 'Pick\n{"hint":"read twice"}'
+    text = json.dumps(row.request)
+    for word in ("because", "q-17", "crowd", "Label"):
+        assert word not in text
+    assert row.source["withheld_question_fields"] == {
+        "c": {"Label": "b", "rationale": "b because", "id": "q-17", "source": "crowd"}}
+    assert "withheld_question_fields" not in mapped(item()).source
 
 
 json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
@@ -293,6 +318,7 @@ def test_shipped_sample_prepares_to_its_pinned_snapshot(tmp_path):
     assert {k: v["inputs"] for k, v in comp["by_language"].items()} == {"de": 3, "en": 5, "tr": 4}
     assert (comp["abstain_requests"], comp["unknown_candidates"], comp["unscored_gold_unknown"],
             comp["dropped_unknown_mass"], comp["train_fields_ignored"]) == (3, 5, 1, 1, 1)
+    assert comp["questions_with_withheld_fields"] == 0
     assert manifest["notes"]["splits_sha256"]["en/test.jsonl"] == manifest["sources"][0]["sha256"]
     rows = load_snapshot(tmp_path, "jevalt_bench").rows
     assert [r.request_id.split("/")[0] for r in rows] == ["en"] * 5 + ["tr"] * 4 + ["de"] * 3
@@ -335,6 +361,21 @@ def test_pinned_sample_hash_and_data_kind_markers(tmp_path):
     (tmp_path / "rel" / DATA_KIND_MARKER).unlink()
     with pytest.raises(SnapshotError, match="no JEVKEDRO_DATA_KIND.json"):
         ja.build(tmp_path / "rel", data="sample")
+
+
+def test_items_of_ours_are_refused_as_official_even_without_the_folder_marker(tmp_path):
+    shutil.copytree(SAMPLE, tmp_path / "rel")
+    (tmp_path / "rel" / DATA_KIND_MARKER).unlink()  # official pins are null: no hash to catch it
+    with pytest.raises(SnapshotError, match=r"en/test\.jsonl:1: item written by jevkedro .* cannot be prepared as data=official"):
+        ja.build(tmp_path / "rel", data="official")
+
+
+def test_an_unmarked_item_in_our_folder_is_refused(tmp_path):
+    items = syn.generate_items({"en": 2, "tr": 1, "de": 1}, questions=6)
+    items["tr"][0]["source"] = "crowd"  # as if a real item had been copied in
+    syn.write_release(items, tmp_path, "synthetic")
+    with pytest.raises(SnapshotError, match=r"tr/test\.jsonl:1: prepared as 'synthetic' data, but the item is not marked"):
+        ja.build(tmp_path, data="synthetic")
 
 
 def test_duplicate_ids_name_both_lines(tmp_path):
@@ -381,3 +422,31 @@ def test_kedro_run_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
     assert replayed["adapter"] == "replay"
     assert replayed_official["groups"] == official["groups"]
     assert [tags["data"] for tags in mlflow_tags(project)] == ["sample", "sample"]
+
+
+def test_send_abstain_is_a_per_server_setting_recorded_per_request_and_run(tmp_path):
+    """Unknown 8: only with ``model.send_abstain=true`` does a JevAlt-style server get the
+    top-level ``"abstain": true``, and only for requests offering ``unknown`` (a choice option,
+    or a score question ending in the unknown level, e.g. the score-only row de-syn-g0101-a)."""
+    pytest.importorskip("httpx")
+    from jevkedro.models import make_adapter
+    from jevkedro.nodes.infer import EngineSettings, PredictionLog, run_inference
+    from jevkedro.testing import LoopbackServer, synthetic_snapshot
+
+    rows = ja.build(SAMPLE, data="sample").rows
+    snapshot = synthetic_snapshot(tmp_path / "snap", rows)
+    abstain_rows = {"en/en-syn-g0003-a", "tr/tr-syn-g0042-a", "de/de-syn-g0101-a"}
+    assert {r.request_id for r in rows if ja.offers_unknown(r.request)} == abstain_rows
+    for send in (False, True):
+        with LoopbackServer() as server:
+            settings = {"adapter": "systemone", "endpoint": server.endpoint, "model": "jev-latest",
+                        "api_key_env": "", "timeout_s": 5, "progress": 0, "send_abstain": send}
+            plog = PredictionLog(tmp_path / f"preds-{send}" / "predictions.jsonl")
+            summary = run_inference(snapshot, make_adapter(settings), plog, EngineSettings.from_model(settings), settings)
+            flagged = [b for b in server.bodies if b.get("abstain") is True]
+        assert summary["identity"].get("send_abstain", False) is send
+        sent = {rid for rid, rec in plog.records.items() if (rec.get("meta") or {}).get("abstain_flag_sent")}
+        assert sent == (abstain_rows if send else set())
+        assert len(flagged) == (3 if send else 0)
+        official = ja.evaluate(type("D", (), {"data": "sample"}), build_question_table(rows, plog.records), plog.records)
+        assert official["abstain"]["abstain_flag_sent"] is send

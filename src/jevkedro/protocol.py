@@ -28,6 +28,31 @@ FORBIDDEN_REQUEST_KEYS = frozenset(
 )
 
 
+# The explicit abstain option of JevAlt-style servers (wire_protocol §4): appended last to choice
+# and score questions of rows that allow abstention, with these descriptions (by language).
+ABSTAIN_OPTION = "unknown"
+ABSTAIN_OPTION_TEXTS = {
+    "en": "The state does not contain enough information to decide.",
+    "tr": "Durum, karar vermek için yeterli bilgi içermiyor.",
+    "de": "Der Zustand enthält nicht genug Informationen für eine Entscheidung.",
+}
+
+
+def offers_abstain_option(request: dict[str, Any]) -> bool:
+    """Whether a request offers the explicit abstain option: a choice question with the option
+    ``unknown``, or a score question whose last level is one of ``ABSTAIN_OPTION_TEXTS``."""
+    texts = set(ABSTAIN_OPTION_TEXTS.values())
+    for q in (request.get("questions") or {}).values():
+        if not isinstance(q, dict):
+            continue
+        criteria = q.get("criteria")
+        if q.get("type") == "choice" and isinstance(criteria, dict) and ABSTAIN_OPTION in criteria:
+            return True
+        if q.get("type") == "score" and isinstance(criteria, list) and criteria and criteria[-1] in texts:
+            return True
+    return False
+
+
 class ProtocolError(ValueError):
     """A request or target that breaks the protocol's shape rules."""
 

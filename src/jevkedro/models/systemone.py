@@ -35,6 +35,7 @@ from typing import Any
 
 from jevkedro.models.base import AdapterResult
 from jevkedro.models.http import HttpAdapter, HttpReply
+from jevkedro.protocol import offers_abstain_option
 
 FLAVOUR_PATHS = {"systemone": "/systemone", "decide": "/decide"}
 IMAGE_PART_TYPES = {"image_url", "image", "input_image"}
@@ -95,7 +96,10 @@ class SystemOneAdapter(HttpAdapter):
         return str(self.settings.get("model") or "systemone")
 
     def identity(self) -> dict[str, Any]:
-        return {**super().identity(), "flavour": self.flavour, "images": self.images}
+        out = {**super().identity(), "flavour": self.flavour, "images": self.images}
+        if self.send_abstain:  # recorded per run (only when set, so other identities are unchanged)
+            out["send_abstain"] = True
+        return out
 
     # -- validation (wire_protocol §9) -----------------------------------------------------
     def question_problem(self, question: Any) -> str | None:
@@ -141,7 +145,7 @@ class SystemOneAdapter(HttpAdapter):
         body: dict[str, Any] = {"state": request.get("state"), "questions": asked}
         if self.settings.get("model"):
             body = {"model": self.settings["model"], **body}
-        if self.send_abstain and request.get("abstain"):
+        if self.send_abstain and (request.get("abstain") or offers_abstain_option(request)):
             body["abstain"] = True
         if self.max_request_bytes is not None:
             size = len(json.dumps(body, ensure_ascii=False).encode("utf-8"))
@@ -174,10 +178,11 @@ class SystemOneAdapter(HttpAdapter):
             kwargs = {"content": json.dumps(body, ensure_ascii=False).encode("utf-8"),
                       "headers": {"Content-Type": "application/json"}}
         reply = self.post(FLAVOUR_PATHS[self.flavour], **kwargs)
-        if isinstance(reply, AdapterResult):
-            reply.unsupported_questions = skipped
-            return reply
-        return self.result_from(reply, skipped)
+        result = reply if isinstance(reply, AdapterResult) else self.result_from(reply, skipped)
+        result.unsupported_questions = skipped
+        if body.get("abstain"):  # recorded per request (JevAlt-Bench's official report reads it)
+            result.meta = {**result.meta, "abstain_flag_sent": True}
+        return result
 
     def result_from(self, reply: HttpReply, skipped: list[str]) -> AdapterResult:
         parsed = reply.body

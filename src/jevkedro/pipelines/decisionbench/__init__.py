@@ -35,6 +35,7 @@ import numpy as np
 
 from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare
 from jevkedro.nodes import metrics as M
+from jevkedro.nodes.parquet_source import DATA_KIND_KEY
 from jevkedro.nodes.reference import reference_report
 from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, check_source, json_cell
 from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target
@@ -200,6 +201,19 @@ def read_standard_rows(path: Path) -> list[dict[str, Any]]:
     return [dict(zip(STANDARD_COLUMNS, values)) for values in zip(*columns.values())]
 
 
+def file_data_kind(path: Path) -> str | None:
+    """The data kind jevkedro stamps in the Parquet schema metadata of files it writes (None for an
+    upstream file); checked by the shared rule of :func:`jevkedro.family.check_data_kind`."""
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_schema(path).metadata or {}
+    except Exception as exc:  # pyarrow raises several types for a non-Parquet file
+        raise SourceFormatError(f"{path}: not a readable Parquet file ({exc})") from None
+    stamp = meta.get(DATA_KIND_KEY.encode("utf-8"))
+    return stamp.decode("utf-8", "replace") if stamp is not None else None
+
+
 def other_columns(path: Path) -> list[str]:
     """Column names beyond the standard view (e.g. the compact columns); their data is not read."""
     import pyarrow.parquet as pq
@@ -254,6 +268,8 @@ def build(source: str | Path, view: str = "decisionbench", data: str = "official
     files, extra_columns = [], {}
     for pin in pins:
         path = source / pin["file"]
+        if path.is_file():  # the stamp first: it names the problem better than a hash mismatch
+            check_data_kind(source, FAMILY, data, file_marker=(path, file_data_kind(path)))
         files.append(check_source(path, pin))
         extra_columns[pin["file"]] = other_columns(path)
         for i, rec in enumerate(read_standard_rows(path)):

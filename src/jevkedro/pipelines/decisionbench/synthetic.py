@@ -3,7 +3,8 @@
 The real release (``Hanno-Labs/decision-bench``) cannot be downloaded here, so we write our own
 rows in its exact format (one Parquet file ``data/eval-00000-of-00001.parquet`` with the 15
 standard columns). Every file we write is marked three ways: the folder holds
-``JEVKEDRO_DATA_KIND.json``, the Parquet schema metadata carries ``jevkedro.data_kind``, and
+``JEVKEDRO_DATA_KIND.json``, the Parquet schema metadata carries ``jevkedro_data_kind`` (the
+shared in-file stamp, checked at preparation), and
 every ``row_id`` starts with ``synthetic-`` and every ``source_json`` says ``jevkedro-synthetic``.
 
 - ``sample``: a few hand-written rows covering every mapping rule (shipped in
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from jevkedro.family import write_data_kind_marker
+from jevkedro.nodes.parquet_source import DATA_KIND_KEY
 
 FAMILY = "decisionbench"
 DATA_FILE = "data/eval-00000-of-00001.parquet"
@@ -243,7 +245,7 @@ def write_release(rows: list[dict[str, Any]], out: str | Path, kind: str) -> Pat
         ("state_json", pa.string()), ("candidates_json", pa.string()), ("gold_candidate_id", pa.string()),
         ("gold_probabilities", pa.list_(pa.float64())), ("source_json", pa.string()),
         ("candidate_count", pa.int64()), ("reasoning_required", pa.bool_()), ("reasoning_type", pa.string()),
-    ], metadata={"jevkedro.data_kind": kind, "jevkedro.note": NOTE})
+    ], metadata={DATA_KIND_KEY: kind, "jevkedro.note": NOTE})
     out = Path(out)
     path = out / DATA_FILE
     path.parent.mkdir(parents=True, exist_ok=True)

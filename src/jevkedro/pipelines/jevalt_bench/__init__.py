@@ -14,7 +14,9 @@ questions, targets{label, dist}, tags`` plus optional ``abstain``, ``source``), 
   object gives its keys in insertion order as levels (level i <- key i, the key map is kept with
   the target), its values (or the key, where a value is null) as the level texts;
 - question fields beyond ``type``, ``instructions``, ``criteria`` are appended to the instruction
-  as one line of compact JSON (:func:`instruction_with_fields`, reversible);
+  as one line of compact JSON (:func:`instruction_with_fields`, reversible), except fields named
+  like gold, rationale, ids or provenance (``FORBIDDEN_REQUEST_KEYS``, e.g. ``label``,
+  ``answer``, ``id``, ``source``): those are withheld from the model and kept in the source column;
 - the public abstain flag is the top-level ``"abstain": true``; it (never the targets, never the
   ``abstain`` tag) appends an ``unknown`` candidate at the end of every choice and score question.
   Gold ``unknown`` mass on a question without that candidate is dropped (the rest renormalised);
@@ -40,19 +42,17 @@ from jevkedro.nodes import metrics as M
 from jevkedro.nodes.reference import reference_report
 from jevkedro.nodes.snapshot import (PreparedView, SnapshotError, SourceFormatError, check_source, read_jsonl,
                                      sha256_file)
-from jevkedro.protocol import NOUL_ORDER_FALSE_FIRST, SnapshotRow, Target, dumps
+from jevkedro.protocol import (ABSTAIN_OPTION, ABSTAIN_OPTION_TEXTS, FORBIDDEN_REQUEST_KEYS, NOUL_ORDER_FALSE_FIRST,
+                               SnapshotRow, Target, dumps, offers_abstain_option)
 
 FAMILY = "jevalt_bench"
 VIEWS = ("jevalt_bench",)
 LANGUAGES = ("en", "tr", "de")
 SPLITS_FILE = "SPLITS.sha256"
-UNKNOWN = "unknown"
-# The text of the appended "unknown" candidate, per language (our wording of upstream's meaning).
-UNKNOWN_DESCRIPTION = {
-    "en": "The state does not contain enough information to decide.",
-    "tr": "Durum, karar vermek için yeterli bilgi içermiyor.",
-    "de": "Der Zustand enthält nicht genug Informationen für eine Entscheidung.",
-}
+# The appended "unknown" candidate and its text per language (our wording of upstream's meaning),
+# shared with the System One adapter, which sends a JevAlt server "abstain": true for such requests.
+UNKNOWN = ABSTAIN_OPTION
+UNKNOWN_DESCRIPTION = ABSTAIN_OPTION_TEXTS
 QUESTION_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 WIRE_FIELDS = ("type", "instructions", "criteria")
 REQUIRED = ("id", "lang", "state", "questions", "targets")
@@ -90,6 +90,21 @@ def instruction_with_fields(instructions: Any, fields: dict[str, Any]) -> Any:
         return instructions
     text = instructions if isinstance(instructions, str) else dumps(instructions)
     return f"{text}\n{dumps(fields)}"
+
+
+def extra_question_fields(question: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(fields serialised into the instruction, fields withheld from the model) of one question.
+
+    Extra fields are those beyond ``type``, ``instructions``, ``criteria``. A field named like
+    gold, rationale, an id or provenance (``FORBIDDEN_REQUEST_KEYS``, matched case-insensitively)
+    never reaches the model (PROTOCOL §2); it is withheld and kept with the row's source.
+    """
+    shown, withheld = {}, {}
+    for key, value in question.items():
+        if key in WIRE_FIELDS:
+            continue
+        (withheld if str(key).lower() in FORBIDDEN_REQUEST_KEYS else shown)[key] = value
+    return shown, withheld
 
 
 def split_instruction(text: str) -> tuple[str, dict[str, Any]]:
@@ -207,18 +222,13 @@ def public_abstain_flag(obj: dict[str, Any], where: str) -> bool:
 def offers_unknown(request: dict[str, Any]) -> bool:
     """Whether a prepared request carries the abstain ``unknown`` candidate (spec Unknown 8).
 
-    A JevAlt-style server may also be sent the top-level ``"abstain": true`` for such requests;
-    that is a per-server adapter setting, recorded per request as ``meta.abstain_flag_sent``
-    (official Jev has no such field). The request itself never carries it.
+    A JevAlt-style server may also be sent the top-level ``"abstain": true`` for such requests:
+    the per-server setting ``model.send_abstain`` of the ``systemone`` adapter, which uses this
+    same test (:func:`jevkedro.protocol.offers_abstain_option`), records ``send_abstain`` in the
+    run identity and ``meta.abstain_flag_sent`` per request (official Jev has no such field).
+    The request itself never carries the flag.
     """
-    texts = set(UNKNOWN_DESCRIPTION.values())
-    for q in request.get("questions", {}).values():
-        criteria = q.get("criteria")
-        if q.get("type") == "choice" and isinstance(criteria, dict) and UNKNOWN in criteria:
-            return True
-        if q.get("type") == "score" and isinstance(criteria, list) and criteria and criteria[-1] in texts:
-            return True
-    return False
+    return offers_abstain_option(request)
 
 
 def map_row(path: Path, lineno: int, obj: dict[str, Any], lang: str) -> SnapshotRow:
@@ -243,6 +253,7 @@ def map_row(path: Path, lineno: int, obj: dict[str, Any], lang: str) -> Snapshot
         raise SourceFormatError(f"{where}: tags must be a list of strings")
     abstain = public_abstain_flag(obj, where)
     questions, candidates, targets, q_slices = {}, {}, {}, {}
+    withheld_fields: dict[str, dict[str, Any]] = {}
     for qid, q in questions_in.items():
         qwhere = f"{where}: question {qid!r}"
         if not QUESTION_ID.match(qid):
@@ -257,7 +268,9 @@ def map_row(path: Path, lineno: int, obj: dict[str, Any], lang: str) -> Snapshot
         if with_unknown:
             text = UNKNOWN_DESCRIPTION[lang]
             criteria = {**criteria, UNKNOWN: text} if qtype == "choice" else [*criteria, text]
-        fields = {k: v for k, v in q.items() if k not in WIRE_FIELDS}
+        fields, withheld = extra_question_fields(q)
+        if withheld:
+            withheld_fields[qid] = withheld
         wire = {"type": qtype, "instructions": instruction_with_fields(instructions, fields)}
         if criteria is not None:
             wire["criteria"] = criteria
@@ -284,7 +297,8 @@ def map_row(path: Path, lineno: int, obj: dict[str, Any], lang: str) -> Snapshot
                 "source": source if isinstance(source, str) else "",
                 "tag_prefixes": "+".join(prefixes) or "none", "questions": q_slices},
         source={"id": rid, "file": f"{lang}/test.jsonl", "line": lineno, "tags": tags, "source": source,
-                **({"other_fields": other} if other else {})},
+                **({"other_fields": other} if other else {}),
+                **({"withheld_question_fields": withheld_fields} if withheld_fields else {})},
     )
 
 
@@ -318,6 +332,25 @@ def check_splits(source: Path) -> dict[str, str] | None:
     return {rel: listed[rel] for rel in release_files()}
 
 
+OUR_SOURCE = "jevkedro-synthetic"  # the ``source`` of every item jevkedro writes (synthetic.py)
+
+
+def check_item_stamp(path: Path, lineno: int, obj: dict[str, Any], data: str) -> None:
+    """The in-file counterpart of the folder marker (JSONL files carry no file metadata).
+
+    Every item jevkedro writes has ``source: "jevkedro-synthetic"``; upstream items never do. So
+    an item of ours is refused as ``official`` even when its folder marker was removed (no file
+    hash is published to catch it), and a sample/synthetic folder must hold only items of ours.
+    """
+    ours = obj.get("source") == OUR_SOURCE
+    if data == "official" and ours:
+        raise SnapshotError(f"{path}:{lineno}: item written by jevkedro (source {OUR_SOURCE!r}), "
+                            "not benchmark data; it cannot be prepared as data=official")
+    if data != "official" and not ours:
+        raise SnapshotError(f"{path}:{lineno}: prepared as {data!r} data, but the item is not marked "
+                            f"source {OUR_SOURCE!r} (it may be the real release)")
+
+
 def composition(rows: list[SnapshotRow], train_fields: int) -> dict[str, Any]:
     """Counts the release does not publish (per language, per type), recorded with the snapshot."""
     by_lang: dict[str, Counter[str]] = {}
@@ -337,6 +370,7 @@ def composition(rows: list[SnapshotRow], train_fields: int) -> dict[str, Any]:
         "dropped_unknown_mass": sum(1 for t in targets if "dropped_unknown_mass" in t.extra and not t.unscored),
         "unscored_gold_unknown": sum(1 for t in targets if t.unscored),
         "train_fields_ignored": train_fields,
+        "questions_with_withheld_fields": sum(len(r.source.get("withheld_question_fields", {})) for r in rows),
     }
 
 
@@ -359,6 +393,7 @@ def build(source: str | Path, view: str = "jevalt_bench", data: str = "official"
                 raise SourceFormatError(f"{path}:{lineno}: id {obj['id']!r} repeats line {seen[obj['id']]}")
             seen[obj.get("id")] = lineno
             train_fields += "train" in obj
+            check_item_stamp(path, lineno, obj, data)
             rows.append(map_row(path, lineno, obj, lang))
     notes = {"release": manifest["upstream"]["release"], "splits_sha256": splits,
              "composition": composition(rows, train_fields)}
