@@ -113,6 +113,14 @@ def test_states_json_objects_decoded_everything_else_sent_verbatim(text, sent, f
     ({"answers": {"severity": {"score": 3.0}}}, r"score 3.0 is not an integer level in 0..2"),
     ({"answers": {"severity": {"score": 1.0, "probabilities": {"0": 0.0, "1": 0.0, "2": 1.0}}}}, r"not the one-hot of '1'"),
     ({"answers": {"owner": {"choice": "dee"}}}, r"choice 'dee' is not one of the options"),
+    ({"answers": {"owner": {"choice": "bo", "probabilities": {"ana": 1.0, "bo": 0.0, "cy": 0.0}}}},
+     r"question 'owner': probabilities .* are not the one-hot of 'bo'"),
+    ({"answers": {"is_open": {"type": "score", "noul": 1.0}}}, r"question 'is_open': answer type 'score' for a noul"),
+    # a fractional noul outside the documented pure-posterior list is never rounded
+    ({"answers": {"is_open": {"noul": 0.5}}},
+     r"noul 0.5 of task 'event_state_reconstruction' is fractional, but .* not a listed pure-posterior"),
+    ({"answers": {"extra": {"noul": 1.0}}}, r"answer keys \['extra', 'is_open', 'owner', 'severity'\] are not the question keys"),
+    ({"state": None}, r"state must be a string, got NoneType"),
     ({"answers": {"is_open": {"noul": 1.2}}}, r"noul 1.2 is not a probability"),
     ({"level": 5}, r"level 5 is not one of 0-4"),
     ({"id": "event_state_reconstruction:train:7"}, r"id .* is not '<task>:test:<index>'"),
@@ -155,6 +163,9 @@ def test_posterior_nouls_count_in_probability_loss_and_mae_only():
 
     off = ptd.evaluate(_snapshot([a, b]), table, preds)
     assert off["scorer"] == "jevalkit-decision-protocol-v1" and off["data"] == "official"
+    assert off["upstream_program_ran"] is False and "rounds them to yes/no" in off["posterior_note"]
+    assert off["data_kind"] == "the upstream 18-task release (file hashes not yet pinned)"
+    assert "SYNTHETIC" in ptd.evaluate(_snapshot([a, b], data="synthetic"), table, preds)["data_kind"]
     assert off["posterior_mae"]["overall"] == {"mae": pytest.approx(0.2), "n": 1, "questions": 2}
     assert off["posterior_mae"]["by_difficulty"]["1"]["mae"] == pytest.approx(0.2)
     assert off["posterior_mae"]["by_difficulty"]["4"] == {"mae": None, "n": 0, "questions": 1}
@@ -170,6 +181,13 @@ def test_posterior_nouls_count_in_probability_loss_and_mae_only():
     assert overall["hard_n"] == 2 and overall["soft_n"] == 3
     assert set(off["groups"]["task_difficulty"]) == {"partial_observation_calibration/1", "partial_observation_calibration/4"}
     assert set(off["groups"]["difficulty"]) == {"1", "4"}
+    # Unknown 5 and the spec's slices: domain "unknown", language en, question type, task x question
+    assert list(off["groups"]["domain"]) == ["unknown"] and list(off["groups"]["language"]) == ["en"]
+    assert set(off["groups"]["type"]) == {"noul", "score"} and list(off["groups"]["task"]) == [
+        "partial_observation_calibration"]
+    assert off["groups"]["type"]["noul"]["accuracy_n"] == 1  # the rule noul only; both posteriors left out
+    assert set(off["groups"]["task_question"]) == {f"partial_observation_calibration/{q}"
+                                                   for q in ("incident_real", "is_open", "severity")}
 
 
 # --- counts, synthetic releases, shipped sample -----------------------------------------------

@@ -19,6 +19,7 @@ from parquet_rows import write_rows
 import jevkedro.pipelines.typed_decisions as td
 from jevkedro.family import family_manifest, write_data_kind_marker
 from jevkedro.nodes.parquet_source import DATA_KIND_KEY, write_release_parquet
+from jevkedro.nodes import metrics as M
 from jevkedro.nodes.snapshot import Snapshot, SnapshotError, SourceFormatError, sha256_file
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.pipelines.typed_decisions import synthetic
@@ -63,10 +64,11 @@ def _row(**over) -> dict:
 def pinned_to(monkeypatch):
     """Pin the 'official' source to a given file and drop the count pins (for hand-written files)."""
 
-    def pin(path: Path, cases: dict | None = None):
+    def pin(path: Path, cases: dict | None = None, disagreements: int = 1):
         manifest = copy.deepcopy(family_manifest("typed_decisions"))
         manifest["sources"]["official"][0]["sha256"] = sha256_file(path)
         manifest["release"]["cases_per_workflow"] = cases or {"agent_trace_observability": 1}
+        manifest["release"]["label_argmax_disagreements"] = disagreements  # _row(): action only
         monkeypatch.setattr(td, "family_manifest", lambda _family: manifest)
         monkeypatch.setattr(td, "expected_for", lambda *_: {})
 
@@ -122,6 +124,34 @@ def test_bad_rows_name_file_and_row():
         td.map_row(Path("x.parquet"), 0, _row(gold=json.dumps(gold)))
     with pytest.raises(SourceFormatError, match=r"n_questions is 4"):
         td.map_row(Path("x.parquet"), 0, _row(n_questions=4))
+
+
+def _gold_edit(edit) -> dict:
+    gold = json.loads(_row()["gold"])
+    edit(gold)
+    return _row(gold=json.dumps(gold))
+
+
+@pytest.mark.parametrize("raw,message", [
+    (_row(id="customer_service_000001"), r"id 'customer_service_000001' is not '<workflow>_<NNNNNN>'"),
+    (_gold_edit(lambda g: g.pop("urgency")), r"gold keys \['action', 'needs_review', 'outcome', 'risk'\] are not"),
+    (_gold_edit(lambda g: g["risk"].update(type="choice")), r"question 'risk': gold type 'choice' for a score"),
+    (_gold_edit(lambda g: g["risk"].pop("probabilities")), r"question 'risk': gold needs both 'label' and 'probabilities'"),
+    # the Intern-Decision re-encoding's noul keys: refused, never re-mapped
+    (_gold_edit(lambda g: g["needs_review"].update(probabilities={"no": 0.25, "yes": 0.75})),
+     r"question 'needs_review': gold probability keys \['no', 'yes'\] are not the candidates \['false', 'true'\]"),
+    (_gold_edit(lambda g: g["outcome"]["probabilities"].update(harmful=-0.1, success=0.6)),
+     r"question 'outcome': gold probabilities must be finite and >= 0"),
+    (_gold_edit(lambda g: g["risk"].update(label=4)), r"question 'risk': gold label 4 is not one of"),
+])
+def test_malformed_rows_are_refused_naming_row_and_question(raw, message):
+    with pytest.raises(SourceFormatError, match=rf"x.parquet:row 3: {message}"):
+        td.map_row(Path("x.parquet"), 2, raw)
+
+
+def test_score_label_may_be_an_integer_level():
+    row = td.map_row(Path("x.parquet"), 0, _gold_edit(lambda g: g["risk"].update(label=2)))
+    assert row.targets["risk"].label == 2
 
 
 def test_other_workflows_accept_any_question_ids():
@@ -218,6 +248,14 @@ def test_noul_half_half_tie_goes_to_false():
     assert table.P[i, :2].tolist() == [0.5, 0.5] and table.label[i] == 1  # label true, argmax false: a miss
     report = td.evaluate(_snapshot([row]), table, {row.request_id: {"model": "m"}})
     assert report["groups"]["task"]["needs_review"]["accuracy"] == 0.0
+    # the other side: with the label false, the same P = 0.5 answer is a hit
+    gold = json.loads(_row()["gold"])
+    gold["needs_review"].update(label="false", probabilities={"false": 0.6, "true": 0.4})
+    row = td.map_row(Path("x.parquet"), 0, _row(questions=json.dumps({"needs_review": json.loads(
+        _row()["questions"])["needs_review"]}), gold=json.dumps({"needs_review": gold["needs_review"]}), n_questions=1))
+    table = build_question_table([row], {row.request_id: {"status": "ok", "response": {"answers": {
+        "needs_review": {"noul": 0.5}}}}})
+    assert (table.label[0], M.summarize_table(table)["accuracy"]) == (0, 1.0)
 
 
 def test_official_report_hand_computed():
@@ -230,6 +268,9 @@ def test_official_report_hand_computed():
     off = td.evaluate(_snapshot([row]), table, preds)
     assert off["scorer"] == "jevalkit-decision-protocol-v1" and off["upstream_program_ran"] is False
     assert off["data"] == "official" and "agreement with the teacher" in off["teacher_agreement"]["note"]
+    assert off["data_kind"] == "the pinned upstream release"
+    assert "31 of 2,000" in off["label_basis"]
+    assert "SYNTHETIC" in td.evaluate(_snapshot([row], data="sample"), table, preds)["data_kind"]
     # needs_review: y=(.25,.75), p=(.5,.5), label true -> miss
     kl_nr = 0.25 * math.log(0.25 / 0.5) + 0.75 * math.log(0.75 / 0.5)
     ce_nr = math.log(2)
@@ -261,6 +302,41 @@ def test_official_report_hand_computed():
     assert off["exposure"]["class"] == "general"
 
 
+def test_generic_metrics_use_the_label_for_accuracy_and_ece_and_the_reference_for_probability_scores():
+    """PROTOCOL §5 on the hand-computed case of test_official_report_hand_computed: accuracy and
+    ECE against the explicit label, NLL and Brier against the normalised soft reference."""
+    row = _three_question_case()
+    answers = {"needs_review": {"noul": 0.5},
+               "action": {"probabilities": {"continue": 0.5, "human_review": 0.3, "observe": 0.1, "stop": 0.1}},
+               "risk": {"probabilities": {"0": 0.0, "1": 0.0, "2": 1.0, "3": 0.0}}}
+    table = build_question_table([row], {row.request_id: {"status": "ok", "response": {"answers": answers}}})
+    generic = M.summarize_table(table)
+    assert generic["accuracy"] == pytest.approx(1 / 3)  # label basis; the card's basis gives 2/3
+    assert generic["ece"] == pytest.approx(1 / 3)  # two misses at conf .5 share a bin, one hit at 1
+    # soft reference: needs_review -(.25 ln .5 + .75 ln .5) = ln 2; action -(.4 ln .5 + .4 ln .3 + .2 ln .1);
+    # risk one-hot answered exactly: 0. Against the labels it would be (ln 2 - ln .3) / 3 instead.
+    ce = math.log(2) - (0.4 * math.log(0.5) + 0.4 * math.log(0.3) + 0.2 * math.log(0.1))
+    assert generic["nll"] == pytest.approx(ce / 3)
+    assert generic["brier"] == pytest.approx((0.125 + 0.02) / 3)
+
+
+def test_kl_floors_the_prediction_at_1e_12():
+    """Unknown 3: KL(y || p) with p floored at 1e-12 (not the card scorers' 1e-9 or +1e-6)."""
+    row = _three_question_case()
+    answers = {"needs_review": {"noul": 1.0},  # p = (0, 1) over (false, true); y = (.25, .75)
+               "action": {"probabilities": {"continue": 0.4, "human_review": 0.4, "observe": 0.1, "stop": 0.1}},
+               "risk": {"probabilities": {"0": 0.0, "1": 0.0, "2": 1.0, "3": 0.0}}}
+    preds = {row.request_id: {"status": "ok", "response": {"answers": answers}, "model": "m"}}
+    table = build_question_table([row], preds)
+    off = td.evaluate(_snapshot([row]), table, preds)
+    kl_nr = 0.25 * (math.log(0.25) + 12 * math.log(10)) + 0.75 * math.log(0.75)  # 6.4136...
+    nr = off["teacher_agreement"]["by_type"]["noul"]
+    assert nr["kl_to_reference"] == pytest.approx(kl_nr)
+    assert nr["cross_entropy"] == pytest.approx(0.25 * 12 * math.log(10))
+    assert off["groups"]["task"]["needs_review"]["soft_kl"] == pytest.approx(kl_nr)
+    assert off["teacher_agreement"]["by_type"]["choice"]["kl_to_reference"] == pytest.approx(0.0)
+
+
 def test_unanswered_questions_count_as_misses_and_fitted_models_are_marked():
     row = _three_question_case()
     preds = {row.request_id: {"status": "unsupported", "model": "convaiinnovations/laya-typed-decisions"}}
@@ -280,13 +356,27 @@ def test_full_scale_synthetic_release_reproduces_the_published_counts(tmp_path):
     assert manifest["data"] == "synthetic"
     assert manifest["counts"] == {"inputs": 400, "questions": 2000,
                                   "by_type": {"choice": 800, "noul": 400, "score": 800}}
+    assert manifest["notes"]["label_argmax_disagreements"] == 31  # the published count (spec §4)
+
+
+def test_label_argmax_disagreements_are_checked_against_the_published_31(tmp_path):
+    rows = synthetic.generate_rows(100, ties=30)
+    schema = pa.Table.from_pylist(rows).schema
+    write_release_parquet(tmp_path / "rel", FILE, rows, schema, "typed_decisions", "synthetic", "test release")
+    with pytest.raises(SnapshotError, match=r"differs from the first-key argmax .* on 30 questions, expected 31"):
+        td.build(tmp_path / "rel", data="synthetic")
+    # a sample is not held to it: its own number is recorded, counted here straight from the gold cells
+    sample = ROOT / "data/01_raw/typed_decisions/sample"
+    golds = [g for r in pq.read_table(sample / FILE).to_pylist() for g in json.loads(r["gold"]).values()]
+    by_hand = sum(g["label"] != max(g["probabilities"], key=g["probabilities"].get) for g in golds)
+    assert by_hand >= 1 and td.build(sample, data="sample").notes["label_argmax_disagreements"] == by_hand
 
 
 def test_count_checks_fail_naming_what_differs(tmp_path):
     synthetic.write_release(tmp_path / "small", cases_per_workflow=2)
     with pytest.raises(SnapshotError, match=r"agent_trace_observability: found 2, expected 100"):
         td.prepare(tmp_path / "snap", tmp_path / "small", data="synthetic")
-    rows = synthetic.generate_rows(100)
+    rows = synthetic.generate_rows(100, ties=31)  # no tie in row 0's questions (the first is question 65)
     q, g = json.loads(rows[0]["questions"]), json.loads(rows[0]["gold"])
     del q["urgency"], g["urgency"]
     rows[0].update(questions=json.dumps(q), gold=json.dumps(g), n_questions=4)

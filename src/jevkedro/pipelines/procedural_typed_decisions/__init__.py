@@ -243,6 +243,6 @@ def evaluate(dataset, records: QuestionTable, predictions, output=None) -> dict[
         mae[name] = {k: posterior_mae(table, keys == k) for k in posterior_keys}
     return reference_report(
         table, OFFICIAL_SLICES, manifest["scoring"]["reference_ece"],
-        family=FAMILY, data=dataset.data, release=manifest["upstream"]["release"],
+        family=FAMILY, data=dataset.data, data_kind=manifest["data_kinds"][dataset.data], release=manifest["upstream"]["release"],
         posterior_note=POSTERIOR_NOTE, posterior_mae=mae,
     )

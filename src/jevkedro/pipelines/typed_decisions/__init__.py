@@ -12,7 +12,9 @@ cells ``state``, ``questions``, ``gold`` (plus ``factors``, ``label_agreement``)
   to ``false``); choice the criteria keys in order; score ``"0".."K-1"``;
 - target: the explicit ``label`` (its index) *and* ``probabilities`` normalised to sum 1 in
   candidate order; ``reference_argmax`` (the first-key argmax of the gold distribution, the
-  card's accuracy basis) is kept beside them for the secondary card-compatible accuracy.
+  card's accuracy basis) is kept beside them for the secondary card-compatible accuracy; the
+  number of questions where the two differ is checked against the published 31 (official and
+  synthetic data) and recorded for every data kind.
 
 ``official`` is the JevalKit reference-protocol report (generic 15-bin equal-width ECE over the
 explicit label) plus the family block ``teacher_agreement`` (label accuracy, KL to the reference,
@@ -181,6 +183,20 @@ def check_workflows(rows: list[SnapshotRow], path: Path, expected: Mapping[str, 
                             + "; ".join(diffs))
 
 
+def label_argmax_disagreements(rows: list[SnapshotRow]) -> int:
+    """Questions whose explicit label is not the first-key argmax of the gold distribution."""
+    return sum(t.label != t.extra["reference_argmax"] for row in rows for t in row.targets.values())
+
+
+def check_disagreements(found: int, path: Path, expected: int) -> None:
+    """The pinned release has a published number of label/argmax disagreements (spec §4: 31, all
+    on tied gold maxima). The file hash is pinned, so a different number means the mapping of
+    ``label`` or of the first-key argmax is wrong: refuse, naming both numbers."""
+    if found != expected:
+        raise SnapshotError(f"typed_decisions from {path}: the explicit label differs from the first-key argmax "
+                            f"of the gold distribution on {found} questions, expected {expected}")
+
+
 def build(source: str | Path, view: str = "typed_decisions", data: str = "official", **_: Any) -> PreparedView:
     """Map a release folder holding ``all/test-00000-of-00001.parquet`` (as downloaded from the Hub)."""
     manifest = family_manifest(FAMILY)
@@ -205,14 +221,17 @@ def build(source: str | Path, view: str = "typed_decisions", data: str = "offici
         raise SourceFormatError(f"{path}: missing column(s) {missing}; found {parquet.columns}")
     check_data_kind(source, FAMILY, data, file_marker=parquet.file_marker)
     rows = [map_row(path, i, raw) for i, raw in enumerate(parquet.rows)]
+    disagreements = label_argmax_disagreements(rows)
     if data in ("official", "synthetic"):
         check_workflows(rows, path, manifest["release"]["cases_per_workflow"])
+        check_disagreements(disagreements, path, manifest["release"]["label_argmax_disagreements"])
     ignored = [c for c in parquet.columns if c not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]
     return PreparedView(
         view=view, family=FAMILY, data=data, rows=rows, sources=[source_file],
         scoring=manifest["scoring"], expected=expected_for(FAMILY, view, data),
         notes={"release": f"{manifest['upstream']['dataset']} @ {manifest['upstream']['revision']}",
                "data_kind": manifest["data_kinds"][data], "ignored_columns": ignored,
+               "label_argmax_disagreements": disagreements,
                "missing_optional_columns": [c for c in OPTIONAL_COLUMNS if c not in parquet.columns]},
     )
 
@@ -306,7 +325,7 @@ def evaluate(dataset, records: QuestionTable, predictions, output=None) -> dict[
 
     return reference_report(
         table, OFFICIAL_SLICES, manifest["scoring"]["reference_ece"],
-        family=FAMILY, data=dataset.data,
+        family=FAMILY, data=dataset.data, data_kind=manifest["data_kinds"][dataset.data],
         release=f"{manifest['upstream']['dataset']} @ {manifest['upstream']['revision']}",
         label_basis=LABEL_BASIS_NOTE,
         teacher_agreement={"note": TEACHER_NOTE, **grouped(teacher_agreement)},

@@ -11,8 +11,10 @@ the folder marker ``DIR/JEVKEDRO_DATA_KIND.json``, so it can only be prepared as
 
 Content is invented: states are random workflow records, and the "teacher" distributions are
 means of three random distributions rounded to 4 decimals (so sums may miss 1 by a few 1e-4, as
-real means can). About 1.5% of questions get a tied maximum with the label on the second tied
-key, mimicking the release's label/argmax disagreements. Only the ``agent_trace_observability``
+real means can). Some questions get a tied maximum with the label on the second tied key, i.e. a
+label/argmax disagreement: a synthetic release (``write_release``) has exactly the published 31 per
+2,000 questions (scaled and rounded for smaller releases), spread evenly; the shipped sample keeps
+about 1.5% at random, at least one. Only the ``agent_trace_observability``
 question ids are the real ones; the other workflows' ids are unknown (spec Unknown 4) and made up.
 Deterministic for a given seed (Python's ``random.Random``).
 """
@@ -25,6 +27,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from jevkedro.family import family_manifest
 from jevkedro.nodes.parquet_source import write_release_parquet
 
 FAMILY = "typed_decisions"
@@ -143,10 +146,17 @@ def _gold(rng: random.Random, qtype: str, keys: list[str], force_tie: bool) -> t
     return entry, first_key == label_i
 
 
-def generate_rows(cases_per_workflow: int, seed: int = 0, ties_at_least: int = 0) -> list[dict[str, Any]]:
-    """Rows of a synthetic ``all/test`` table, ``cases_per_workflow`` cases per workflow."""
+def generate_rows(cases_per_workflow: int, seed: int = 0, ties_at_least: int = 0,
+                  ties: int | None = None) -> list[dict[str, Any]]:
+    """Rows of a synthetic ``all/test`` table, ``cases_per_workflow`` cases per workflow.
+
+    ``ties``: exactly this many label/argmax disagreements, question ``g`` of ``N`` getting one
+    when ``floor((g + 1) * ties / N) > floor(g * ties / N)``; None: each question at random
+    (``TIE_RATE``), at least ``ties_at_least``.
+    """
     rng = random.Random(seed)
-    rows, ties = [], 0
+    n_questions = cases_per_workflow * sum(len(q) for q in WORKFLOW_QUESTIONS.values())
+    rows, forced, g = [], 0, 0
     for workflow in WORKFLOWS:
         for n in range(cases_per_workflow):
             state, factors = _state(rng, workflow)
@@ -155,9 +165,13 @@ def generate_rows(cases_per_workflow: int, seed: int = 0, ties_at_least: int = 0
                 question: dict[str, Any] = {"type": qtype, "instructions": instructions, "criteria": criteria}
                 keys = (["false", "true"] if qtype == "noul" else
                         list(criteria) if qtype == "choice" else [str(i) for i in range(len(criteria))])
-                force = ties < ties_at_least or rng.random() < TIE_RATE
+                if ties is None:
+                    force = forced < ties_at_least or rng.random() < TIE_RATE
+                else:
+                    force = (g + 1) * ties // n_questions > g * ties // n_questions
                 gold[qid], agrees = _gold(rng, qtype, keys, force)
-                ties += force
+                forced += force
+                g += 1
                 questions[qid] = question
                 agreement[qid] = {"argmax_agree": rng.random() < 0.735}
             rows.append({
@@ -169,12 +183,23 @@ def generate_rows(cases_per_workflow: int, seed: int = 0, ties_at_least: int = 0
     return rows
 
 
+def synthetic_ties(cases_per_workflow: int) -> int:
+    """Label/argmax disagreements of a synthetic release: the published count (manifest
+    ``release.label_argmax_disagreements``, 31 at 100 cases per workflow) scaled to its size."""
+    release = family_manifest(FAMILY)["release"]
+    full = sum(release["cases_per_workflow"].values())
+    return round(release["label_argmax_disagreements"] * cases_per_workflow * len(WORKFLOWS) / full)
+
+
 def write_release(out: str | Path, cases_per_workflow: int = FULL_CASES_PER_WORKFLOW, seed: int = 0,
                   kind: str = "synthetic") -> Path:
     """Write ``out/all/test-00000-of-00001.parquet`` and the folder marker; returns the file's path."""
     import pyarrow as pa
 
-    rows = generate_rows(cases_per_workflow, seed, ties_at_least=1 if kind == "sample" else 0)
+    if kind == "sample":
+        rows = generate_rows(cases_per_workflow, seed, ties_at_least=1)
+    else:
+        rows = generate_rows(cases_per_workflow, seed, ties=synthetic_ties(cases_per_workflow))
     string_cols = ("id", "workflow", "split", "state", "questions", "gold", "factors", "label_agreement")
     schema = pa.schema([(c, pa.string()) for c in string_cols] + [("n_questions", pa.int64())])
     return write_release_parquet(out, RELEASE_FILE, rows, schema, FAMILY, kind, NOTE)
