@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import threading
 
 import pytest
 
@@ -156,3 +157,39 @@ def test_progress_reports_rate_and_eta(caplog):
     assert line.startswith("view: 4/4 requests (100%)") and "req/s" in line and "ETA 0s" in line
     assert "view: 4/4 requests" in caplog.text  # logged at the end even without a terminal
     assert progress.bar.disable  # pytest's stderr is not a terminal: no bar drawn
+
+
+class BrokenAdapter(Adapter):
+    """A remote adapter with a bug on one request: it raises while three other requests are in flight."""
+
+    kind = "broken"
+    remote = True
+
+    def __init__(self, **settings):
+        super().__init__(**settings)
+        self.raised = threading.Event()
+
+    def answer(self, request_id, request):
+        if request_id == BROKEN_ID:
+            self.raised.set()
+            raise RuntimeError("adapter bug")
+        assert self.raised.wait(30)  # answer only after the bug fired: these are still in flight then
+        return CountingAdapter().answer(request_id, request)
+
+
+BROKEN_ID = "r00000"
+
+
+def test_an_adapter_bug_keeps_the_answers_already_in_flight(tmp_path):
+    from jevkedro.nodes.infer import EngineSettings
+    from jevkedro.testing import synthetic_rows, synthetic_snapshot
+
+    snap = synthetic_snapshot(tmp_path / "snap", synthetic_rows(8))
+    path = tmp_path / "out" / "predictions.jsonl"
+    with pytest.raises(RuntimeError, match="adapter bug"):
+        run_inference(snap, BrokenAdapter(), PredictionLog(path), EngineSettings(concurrency=4, progress_s=0))
+    kept = PredictionLog(path).records
+    # the three requests in flight beside the broken one were answered and are kept; nothing
+    # after the failure was sent
+    assert sorted(kept) == ["r00001", "r00002", "r00003"]
+    assert all(r["status"] == "ok" for r in kept.values())

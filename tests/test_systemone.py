@@ -181,6 +181,18 @@ def test_failures_that_are_not_consecutive_or_not_infrastructure_do_not_stop(tmp
     assert summary["statuses"] == {"error": 7, "ok": 2}
 
 
+def test_an_unsupported_request_between_failures_does_not_reset_the_count(tmp_path, server):
+    # r00001 is never sent (an image on a text-only server): it says nothing about the server, so
+    # the 500s around it are still three in a row.
+    rows = synthetic_rows(6, {0: "500", 2: "500", 3: "500"})
+    rows[1].request["state"]["photo"] = {"type": "image_url", "image_url": {"url": "a.png"}}
+    summary, plog = run(tmp_path, snap(tmp_path, rows=rows), settings_for(server))
+    statuses = [plog.records[f"r{i:05d}"]["status"] for i in range(6)]
+    assert statuses == ["error", "unsupported", "error", "error", "unattempted", "unattempted"]
+    assert summary["stopped"].startswith("3 consecutive infrastructure failures")
+    assert server.counts["r00004"] == 0 and server.counts["r00001"] == 0
+
+
 def test_server_errors_are_retried_with_backoff_when_the_policy_says_so(tmp_path, server):
     settings = settings_for(server, retry={"max_attempts": 3, "kinds": ["5xx"], "backoff_s": 0.01})
     summary, plog = run(tmp_path, snap(tmp_path, 1, {0: "flaky:2"}), settings)

@@ -414,8 +414,19 @@ class _Collector:
             self.consecutive += 1
             if self.consecutive >= self.engine.max_consecutive_failures:
                 self.stop(f"{self.consecutive} consecutive infrastructure failures (last: {result.error})")
-        elif result.status != "unattempted":
+        elif result.status in ("ok", "error"):
+            # Only a reply from the server shows it is up again; an unsupported request was never
+            # sent (and an unattempted one never asked), so neither breaks a run of failures.
             self.consecutive = 0
+
+
+def _drain(inflight: Mapping[Any, str], col: _Collector) -> None:
+    """Record the outcome of every request still in flight (used when the loop dies)."""
+    for fut in list(inflight):
+        try:
+            col.take(fut.result())
+        except Exception:  # that request's own failure, or the writer's: nothing more to keep
+            log.exception("%s: lost while the run was failing", inflight[fut])
 
 
 def ask_all(adapter: Adapter, items: Iterable[tuple[str, dict[str, Any]]], engine: EngineSettings, sha: str,
@@ -438,13 +449,20 @@ def ask_all(adapter: Adapter, items: Iterable[tuple[str, dict[str, Any]]], engin
                         return
                     inflight[pool.submit(_call, adapter, nxt[0], nxt[1], engine.retry, halt)] = nxt[0]
 
-            fill()
-            while inflight:
-                finished, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    inflight.pop(fut)
-                    col.take(fut.result())
+            try:
                 fill()
+                while inflight:
+                    finished, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        inflight.pop(fut)
+                        col.take(fut.result())
+                    fill()
+            except BaseException:
+                # An adapter bug or Ctrl-C: send nothing more, but keep the answers of the requests
+                # already in flight (they are paid for) before the error propagates.
+                halt.set()
+                _drain(inflight, col)
+                raise
     else:
         size = engine.batch_size or adapter.default_batch_size
         while not halt.is_set():
