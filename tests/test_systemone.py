@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -25,7 +24,7 @@ def server():
 
 def settings_for(srv, **extra):
     return {"adapter": "systemone", "endpoint": srv.endpoint, "model": "jev-latest", "api_key_env": "",
-            "timeout_s": 2, "progress": 0, **extra}
+            "timeout_s": 30, "progress": 0, **extra}  # generous: a loaded test machine is no failing server
 
 
 def run(tmp_path, snapshot, settings, name="preds"):
@@ -125,11 +124,11 @@ def test_slow_answer_within_the_deadline_is_answered_and_timed(tmp_path, server)
 
 
 def test_answer_past_the_deadline_times_out(tmp_path, server):
-    t0 = time.perf_counter()
+    # the server answers (200) after 3 s; a timeout outcome can only come from the client's deadline
     _, plog = run(tmp_path, snap(tmp_path, 1, {0: "hang"}), settings_for(server, timeout_s=0.5))
-    assert time.perf_counter() - t0 < 2.5  # the server would take 3 s
     rec = plog.records["r00000"]
-    assert (rec["status"], rec["failure"]) == ("error", "timeout")
+    assert (rec["status"], rec["failure"]) == ("error", "timeout") and "0.5s" in rec["error"]
+    assert rec["latency_s"] is None and "raw_response" not in rec
 
 
 def test_probabilities_missing_a_candidate_are_invalid_at_scoring(tmp_path, server):
@@ -213,13 +212,12 @@ def test_retry_policy_backoff_doubles_and_retry_after_wins():
 # -- concurrency -----------------------------------------------------------------------------------
 
 def test_concurrency_is_bounded_and_used(tmp_path):
-    with LoopbackServer(delay_s=0.15) as srv:
-        t0 = time.perf_counter()
+    # each answer takes 0.3 s, so the four client threads overlap on the server; never more than
+    # four at once (speed itself is measured in benchmarks/inference_throughput.py)
+    with LoopbackServer(delay_s=0.3) as srv:
         summary, _ = run(tmp_path, snap(tmp_path, 16), settings_for(srv, concurrency=4))
-        wall = time.perf_counter() - t0
         assert srv.max_inflight == 4
     assert summary["statuses"] == {"ok": 16}
-    assert wall < 16 * 0.15 / 2  # sequential would take 2.4 s; four at a time about 0.6 s
 
 
 # -- flavours, images, validation ------------------------------------------------------------------
