@@ -15,6 +15,7 @@ error body (429 with ``retry-after: 0``); ``malformed`` a 200 whose body is not 
 ``missing`` a choice answer whose probabilities leave out the last option; ``drop`` a response
 whose connection closes half-way through the promised body; ``echo`` a 200 whose body quotes
 the ``Authorization`` header; ``prose`` (chat completions) a reply that is not the schema's JSON;
+on the chat-completions route the fault is read from the state as rendered in the prompt;
 ``flaky:<n>`` a 500 for the first ``n`` calls of that ticket, then a normal answer.
 
 Nothing here is used by the pipelines; it is in the package so tests, subprocesses started by
@@ -137,7 +138,8 @@ class _Handler(BaseHTTPRequestHandler):
             content = body["messages"][-1]["content"]
             found = re.search(r'"ticket": "([^"]*)"', content)
             ticket = found.group(1) if found else "?"
-            fault = "prose" if '"fault": "prose"' in content else ""
+            found = re.search(r'"fault": "([^"]*)"', content)
+            fault = found.group(1) if found else ""
         else:
             ticket = str(state.get("ticket")) if isinstance(state, dict) else str(state)
             fault = str(state.get("fault", "")) if isinstance(state, dict) else ""
