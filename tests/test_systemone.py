@@ -131,6 +131,14 @@ def test_answer_past_the_deadline_times_out(tmp_path, server):
     assert rec["latency_s"] is None and "raw_response" not in rec
 
 
+def test_a_body_trickling_in_past_the_deadline_times_out(tmp_path, server):
+    # every byte arrives well within a read timeout, but the whole body would take ~8 s: the
+    # request deadline covers the body as a whole
+    _, plog = run(tmp_path, snap(tmp_path, 1, {0: "trickle"}), settings_for(server, timeout_s=1))
+    rec = plog.records["r00000"]
+    assert (rec["status"], rec["failure"]) == ("error", "timeout")
+
+
 def test_probabilities_missing_a_candidate_are_invalid_at_scoring(tmp_path, server):
     s = snap(tmp_path, 1, {0: "missing"})
     _, plog = run(tmp_path, s, settings_for(server))
