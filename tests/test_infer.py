@@ -233,3 +233,19 @@ def test_memory_stays_flat_while_a_view_is_asked(tmp_path):
     # the records are still all there for scoring, read back from the compacted file
     assert list(plog.records) == [r.request_id for r in snap.rows]
     assert plog.records["r00007"]["response"]["pad"] == "x" * 4000
+
+
+class ShortBatchAdapter(CountingAdapter):
+    """A local adapter whose batch call loses a result."""
+
+    kind = "short"
+
+    def answer_batch(self, items):
+        return [self.answer(rid, r) for rid, r in items][:-1]
+
+
+def test_a_batch_with_a_missing_result_is_an_error_not_a_silently_dropped_request(snapshot, tmp_path):
+    from jevkedro.nodes.infer import EngineSettings
+
+    with pytest.raises(RuntimeError, match="returned 3 results for 4 requests"):
+        run_inference(snapshot, ShortBatchAdapter(), PredictionLog(tmp_path / "p.jsonl"), EngineSettings(batch_size=4))

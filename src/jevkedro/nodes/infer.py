@@ -554,6 +554,9 @@ def ask_all(adapter: Adapter, items: Iterable[tuple[str, dict[str, Any]]], engin
                 for rid, _ in batch:
                     col.unattempted(rid, f"run stopped: {exc}", exc.http_status)
                 break
+            if len(results) != len(batch):  # zip would silently drop requests: a broken adapter
+                raise RuntimeError(f"{adapter.kind}: answer_batch returned {len(results)} results for "
+                                   f"{len(batch)} requests")
             share = (time.perf_counter() - t0) / len(batch)  # a batch's wall time, shared evenly
             for (rid, _), result in zip(batch, results):
                 if len(batch) > 1:
