@@ -92,3 +92,37 @@ def test_a_worker_killed_mid_run_loses_only_its_shard_in_flight(tmp_path, cluste
     twice = [rid for rid, c in counts.items() if c > 1]
     assert max(counts.values()) <= 2 and len(twice) <= SHARD
     assert len({int(rid[1:]) // SHARD for rid in twice}) <= 1
+
+
+def test_a_rerun_asks_again_what_a_shard_could_not_answer(tmp_path, cluster):
+    # every request of shard 0 fails once (a 500 on the first call of each): the rerun must ask
+    # them again, not take the first run's shard file for a finished shard
+    snapshot = synthetic_snapshot(tmp_path / "snap", synthetic_rows(2 * SHARD, {i: "flaky:1" for i in range(SHARD)},
+                                                                     prefix="e"))
+    log_path = tmp_path / "out" / "predictions.jsonl"
+    with LoopbackServer() as srv:
+        settings = _settings(srv, cluster, max_consecutive_failures=10)
+        first, _ = _run(snapshot, settings, log_path)
+        second, plog = _run(snapshot, settings, log_path)
+        counts = dict(srv.counts)
+    assert first["statuses"] == {"error": SHARD, "ok": SHARD}
+    assert (second["asked"], second["reused"]) == (SHARD, SHARD)
+    assert second["statuses"] == {"ok": 2 * SHARD}
+    assert [counts[f"e{i:05d}"] for i in range(2 * SHARD)] == [2] * SHARD + [1] * SHARD
+    assert len(list((log_path.parent / "shards").glob("*/shard-*.jsonl"))) == 1  # the first run's files merged and gone
+
+
+def test_after_a_stop_a_shard_finished_meanwhile_keeps_its_answers(tmp_path):
+    from jevkedro.nodes.distributed import record_unfinished_shards
+    from jevkedro.nodes.infer import _record
+    from jevkedro.models.base import AdapterResult
+
+    written = tmp_path / "shard-000001-x.jsonl"
+    written.write_text(json.dumps(_record("b", AdapterResult(status="ok", response={"answers": {}}), 0.1, "s", False))
+                       + "\n")
+    plog = PredictionLog(tmp_path / "predictions.jsonl")
+    n = record_unfinished_shards(plog, [(1, [("b", {})], written), (2, [("c", {}), ("d", {})], tmp_path / "none.jsonl")],
+                                 "HTTP 429", "s", "native")
+    assert n == 3
+    assert {rid: r["status"] for rid, r in plog.records.items()} == {"b": "ok", "c": "unattempted", "d": "unattempted"}
+    assert plog.records["c"]["error"] == "run stopped: HTTP 429"

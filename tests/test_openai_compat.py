@@ -75,3 +75,33 @@ def test_unknown_output_price_makes_cost_null(tmp_path):
 def test_the_model_id_is_required():
     with pytest.raises(ValueError, match="model.model"):
         OpenAICompatAdapter(endpoint="http://127.0.0.1:1/v1", api_key_env="")
+
+
+def test_verbalized_and_incomplete_reach_the_report_and_the_mlflow_tags(tmp_path):
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    from jevkedro.nodes.tracking import track
+
+    with LoopbackServer() as srv:
+        snapshot, plog, summary, settings = _run(tmp_path, synthetic_rows(3, {1: "429"}), srv)
+    assert "HTTP 429" in summary["stopped"]
+    table = build_question_table(snapshot.rows, plog.records)
+    report = build_report(snapshot, table, plog.records, {**settings, "name": "tiny-verbalized"}, plog.meta(), None)
+    run = report["run"]
+    assert run["complete"] is False and run["unattempted_requests"] == 2 and "HTTP 429" in run["stopped"]
+    # generic accuracy counts the 6 unattempted questions as not correct; the attempted view does not
+    assert report["metrics"]["overall"]["accuracy_n"] == 9 and run["attempted_overall"]["accuracy_n"] == 3
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    try:
+        run_id = track(report, None, snapshot.manifest)
+        tags = MlflowClient().get_run(run_id).data.tags
+    finally:
+        mlflow.set_tracking_uri("")  # leave no global store behind for other tests
+    assert tags["probability_source"] == "verbalized" and tags["complete"] == "false"
+    from jevkedro.nodes.report import summary_lines
+
+    out = tmp_path / "reporting" / "tiny-verbalized" / snapshot.view / "report.json"
+    out.parent.mkdir(parents=True)
+    out.write_text(json.dumps(report))
+    assert summary_lines(tmp_path / "reporting")[0].endswith("INCOMPLETE: 2 requests unattempted")

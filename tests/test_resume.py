@@ -49,12 +49,14 @@ def test_sigkill_mid_run_loses_nothing_and_the_rerun_asks_only_what_is_missing(t
     script.write_text(DRIVER)
     log_path = tmp_path / "out" / "predictions.jsonl"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    with LoopbackServer(delay_s=0.05) as srv:
+    # 0.2 s per answer, four at a time: the 45 answers still missing after the 15th take over 2 s,
+    # ample time to kill the run even on a loaded machine
+    with LoopbackServer(delay_s=0.2) as srv:
         args = [sys.executable, str(script), str(tmp_path / "snap"), str(log_path), srv.endpoint]
         proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while len(_complete_lines(log_path)) < 15 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
+            time.sleep(0.005)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"

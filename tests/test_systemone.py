@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -25,7 +24,7 @@ def server():
 
 def settings_for(srv, **extra):
     return {"adapter": "systemone", "endpoint": srv.endpoint, "model": "jev-latest", "api_key_env": "",
-            "timeout_s": 2, "progress": 0, **extra}
+            "timeout_s": 30, "progress": 0, **extra}  # generous: a loaded test machine is no failing server
 
 
 def run(tmp_path, snapshot, settings, name="preds"):
@@ -125,9 +124,17 @@ def test_slow_answer_within_the_deadline_is_answered_and_timed(tmp_path, server)
 
 
 def test_answer_past_the_deadline_times_out(tmp_path, server):
-    t0 = time.perf_counter()
+    # the server answers (200) after 3 s; a timeout outcome can only come from the client's deadline
     _, plog = run(tmp_path, snap(tmp_path, 1, {0: "hang"}), settings_for(server, timeout_s=0.5))
-    assert time.perf_counter() - t0 < 2.5  # the server would take 3 s
+    rec = plog.records["r00000"]
+    assert (rec["status"], rec["failure"]) == ("error", "timeout") and "0.5s" in rec["error"]
+    assert rec["latency_s"] is None and "raw_response" not in rec
+
+
+def test_a_body_trickling_in_past_the_deadline_times_out(tmp_path, server):
+    # every byte arrives well within a read timeout, but the whole body would take ~8 s: the
+    # request deadline covers the body as a whole
+    _, plog = run(tmp_path, snap(tmp_path, 1, {0: "trickle"}), settings_for(server, timeout_s=1))
     rec = plog.records["r00000"]
     assert (rec["status"], rec["failure"]) == ("error", "timeout")
 
@@ -181,6 +188,18 @@ def test_failures_that_are_not_consecutive_or_not_infrastructure_do_not_stop(tmp
     assert summary["statuses"] == {"error": 7, "ok": 2}
 
 
+def test_an_unsupported_request_between_failures_does_not_reset_the_count(tmp_path, server):
+    # r00001 is never sent (an image on a text-only server): it says nothing about the server, so
+    # the 500s around it are still three in a row.
+    rows = synthetic_rows(6, {0: "500", 2: "500", 3: "500"})
+    rows[1].request["state"]["photo"] = {"type": "image_url", "image_url": {"url": "a.png"}}
+    summary, plog = run(tmp_path, snap(tmp_path, rows=rows), settings_for(server))
+    statuses = [plog.records[f"r{i:05d}"]["status"] for i in range(6)]
+    assert statuses == ["error", "unsupported", "error", "error", "unattempted", "unattempted"]
+    assert summary["stopped"].startswith("3 consecutive infrastructure failures")
+    assert server.counts["r00004"] == 0 and server.counts["r00001"] == 0
+
+
 def test_server_errors_are_retried_with_backoff_when_the_policy_says_so(tmp_path, server):
     settings = settings_for(server, retry={"max_attempts": 3, "kinds": ["5xx"], "backoff_s": 0.01})
     summary, plog = run(tmp_path, snap(tmp_path, 1, {0: "flaky:2"}), settings)
@@ -201,13 +220,12 @@ def test_retry_policy_backoff_doubles_and_retry_after_wins():
 # -- concurrency -----------------------------------------------------------------------------------
 
 def test_concurrency_is_bounded_and_used(tmp_path):
-    with LoopbackServer(delay_s=0.15) as srv:
-        t0 = time.perf_counter()
+    # each answer takes 0.3 s, so the four client threads overlap on the server; never more than
+    # four at once (speed itself is measured in benchmarks/inference_throughput.py)
+    with LoopbackServer(delay_s=0.3) as srv:
         summary, _ = run(tmp_path, snap(tmp_path, 16), settings_for(srv, concurrency=4))
-        wall = time.perf_counter() - t0
         assert srv.max_inflight == 4
     assert summary["statuses"] == {"ok": 16}
-    assert wall < 16 * 0.15 / 2  # sequential would take 2.4 s; four at a time about 0.6 s
 
 
 # -- flavours, images, validation ------------------------------------------------------------------

@@ -13,8 +13,10 @@ Faults are injected per request by ``state["fault"]``:
 ``401`` ``403`` ``404`` ``413`` ``422`` ``429`` ``500`` ``529`` that status with the documented
 error body (429 with ``retry-after: 0``); ``malformed`` a 200 whose body is not JSON;
 ``missing`` a choice answer whose probabilities leave out the last option; ``drop`` a response
-whose connection closes half-way through the promised body; ``echo`` a 200 whose body quotes
+whose connection closes half-way through the promised body; ``trickle`` a 200 whose body comes
+a byte every 0.2 s (each read is quick, the whole body takes seconds); ``echo`` a 200 whose body quotes
 the ``Authorization`` header; ``prose`` (chat completions) a reply that is not the schema's JSON;
+on the chat-completions route the fault is read from the state as rendered in the prompt;
 ``flaky:<n>`` a 500 for the first ``n`` calls of that ticket, then a normal answer.
 
 Nothing here is used by the pipelines; it is in the package so tests, subprocesses started by
@@ -137,7 +139,8 @@ class _Handler(BaseHTTPRequestHandler):
             content = body["messages"][-1]["content"]
             found = re.search(r'"ticket": "([^"]*)"', content)
             ticket = found.group(1) if found else "?"
-            fault = "prose" if '"fault": "prose"' in content else ""
+            found = re.search(r'"fault": "([^"]*)"', content)
+            fault = found.group(1) if found else ""
         else:
             ticket = str(state.get("ticket")) if isinstance(state, dict) else str(state)
             fault = str(state.get("fault", "")) if isinstance(state, dict) else ""
@@ -173,6 +176,23 @@ class _Handler(BaseHTTPRequestHandler):
         if fault == "drop":
             payload = json.dumps({"model": "jev-1.13.0", "answers": {}}).encode()
             self._send(200, payload[: len(payload) // 2], headers, content_length=len(payload))
+            self.close_connection = True
+            return
+        if fault == "trickle":  # headers at once, then the body a byte at a time, 0.2 s apart
+            payload = json.dumps({"model": "jev-1.13.0", "answers": {}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            try:
+                for i in range(len(payload)):
+                    self.wfile.write(payload[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(0.2)
+            except OSError:  # the client gave up: what this fault is for
+                pass
             self.close_connection = True
             return
         if fault == "echo":

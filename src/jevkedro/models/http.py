@@ -9,7 +9,10 @@ thread-safe and pool connections). What every remote adapter needs lives here:
   of the adapter's identity, and is replaced by ``[REDACTED]`` in anything the adapter returns
   (error texts and even a raw body that echoes it), so it cannot reach predictions, logs or MLflow.
 - **Per-request deadline.** ``model.timeout_s`` bounds the whole request (connect, send and the
-  body read chunk by chunk); a request past it is an ``error`` with failure ``timeout``.
+  body read chunk by chunk); a request past it is an ``error`` with failure ``timeout``. Every
+  single network wait is also bounded by ``timeout_s`` (httpx) and the deadline is checked as
+  each body chunk arrives, so the worst case (a wait that starts just before the deadline) ends
+  about 2 × ``timeout_s`` after the request started.
 - **Status mapping** (wire_protocol §7 and the engine's stop rules): 401/403 and 429 raise
   :class:`StopRun` (429 carries ``retry-after`` so a retry policy may wait it out); 413/422 are an
   error for this request only (failure ``request``); any other non-2xx status is failure

@@ -7,12 +7,13 @@ worker builds the adapter from the ``model`` settings (once per worker process),
 missing requests with the same engine as a local run (concurrency, retries, stop rules), and
 writes its records as one file, atomically (temp file + rename)::
 
-    <predictions dir>/shards/<identity digest>/shard-<k>-<digest of the asked ids>.jsonl
+    <predictions dir>/shards/<identity digest>/shard-<k>-<digest of the asked ids>-<run token>.jsonl
 
 The driving Kedro process is the only writer of the predictions log: it appends each finished
 shard's records as the shard arrives, and at the start of every run it first merges the final
-records of shard files left by an earlier (killed) run, so finished shards are skipped. MLflow
-tracking stays in the driver (workers never touch it).
+records of shard files left by an earlier (killed) run, so finished shards are skipped, and then
+deletes those files (their errors and unattempted requests are asked again, like a local rerun).
+MLflow tracking stays in the driver (workers never touch it).
 
 A worker killed mid-shard loses only that shard's unwritten answers: Dask reschedules the task on
 another worker (``distributed.scheduler.allowed-failures``, 3 by default), and a shard that still
@@ -89,19 +90,43 @@ def shard_of(position: int, shard_size: int) -> int:
 
 
 def merge_shard_files(folder: Path, plog: PredictionLog, sha: str) -> int:
-    """Append to the log the final records of shard files it does not have yet; returns how many."""
+    """Append to the log the final records of shard files it does not have yet, make the log
+    durable, then delete the shard files (everything worth keeping is in the log now, and a shard
+    file must not stand in for a later run's shard). Returns how many records were merged."""
     if not folder.is_dir():
         return 0
     done = plog.done(sha)
     merged = 0
-    for path in sorted(folder.glob("shard-*.jsonl")):
+    paths = sorted(folder.glob("shard-*.jsonl"))
+    for path in paths:
         for line in path.read_text(encoding="utf-8").splitlines():
             rec = json.loads(line)  # shard files are written whole (atomic rename): no torn lines
             if rec.get("status") in FINAL_STATUSES and rec.get("snapshot_sha256") == sha and rec["request_id"] not in done:
                 plog.append(rec)
                 done.add(rec["request_id"])
                 merged += 1
+    plog.sync()
+    for path in paths:
+        path.unlink()
     return merged
+
+
+def record_unfinished_shards(plog: PredictionLog, shards: list[tuple[int, list[tuple[str, Any]], Path]],
+                             stopped: str | None, sha: str, probability_source: str) -> int:
+    """After a stop, record the shards the driver did not collect: a shard whose file is written
+    (it finished while the stop was being handled) keeps its answers; the rest is ``unattempted``.
+    Returns the number of requests recorded."""
+    n = 0
+    for _k, items, path in shards:
+        if path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                plog.append(json.loads(line))
+        else:
+            for rid, _ in items:
+                plog.append(_record(rid, AdapterResult(status="unattempted", error=f"run stopped: {stopped}"),
+                                    None, sha, False, probability_source))
+        n += len(items)
+    return n
 
 
 def _client(engine: EngineSettings):
@@ -139,15 +164,16 @@ def run_distributed(snapshot: Snapshot, plog: PredictionLog, engine: EngineSetti
     client, cluster = _client(engine)
     try:
         futures = {}
+        run_token = uuid.uuid4().hex[:8]  # a Dask retry of a task finds its file; a later run never does
         for k, items in shards.items():
             ids = hashlib.sha256("\n".join(rid for rid, _ in items).encode("utf-8")).hexdigest()[:12]
-            path = folder / f"shard-{k:06d}-{ids}.jsonl"
+            path = folder / f"shard-{k:06d}-{ids}-{run_token}.jsonl"
             fut = client.submit(run_shard, settings, items, str(path), snapshot.sha256,
                                 key=f"jevkedro-shard-{digest[:8]}-{k}-{uuid.uuid4().hex[:8]}", pure=False)
-            futures[fut] = (k, items)
+            futures[fut] = (k, items, path)
         unfinished = dict(futures)
         for fut in as_completed(list(futures)):
-            k, items = unfinished.pop(fut)
+            k, items, _ = unfinished.pop(fut)
             try:
                 result = fut.result()
             except Exception as exc:  # the shard's task failed on every worker it was given (e.g. KilledWorker)
@@ -165,11 +191,10 @@ def run_distributed(snapshot: Snapshot, plog: PredictionLog, engine: EngineSetti
                 stopped = result["stopped"]
                 log.error("%s: shard %d stopped the run: %s", snapshot.view, k, stopped)
                 break
-        for fut, (k, items) in unfinished.items():  # after a stop: cancel and record what was not asked
+        for fut in unfinished:  # after a stop: send no more shards
             fut.cancel()
-            for rid, _ in items:
-                plog.append(_record(rid, AdapterResult(status="unattempted", error=f"run stopped: {stopped}"),
-                                    None, snapshot.sha256, False, adapter.probability_source))
+        progress.update(record_unfinished_shards(plog, list(unfinished.values()), stopped, snapshot.sha256,
+                                                 adapter.probability_source))
     finally:
         progress.close()
         client.close()

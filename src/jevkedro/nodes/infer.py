@@ -14,7 +14,8 @@ so a killed process leaves at most one torn last line, dropped when the log is r
 every ``fsync_interval_s`` seconds, the default, or ``never``) — that only matters for a machine
 crash, not a killed process. A rerun with the same model on the same snapshot asks only what has
 no final line yet (``ok`` and ``unsupported`` are final; ``error`` and ``unattempted`` are asked
-again), and the log is compacted to one line per request at the end of every run.
+again), and the log is compacted to one line per request at the end of every run. Memory stays
+flat: during a run only a small index entry per request is kept (:class:`PredictionLog`).
 
 **Execution.** Remote adapters are called from ``model.concurrency`` threads, with at most that
 many requests in flight; local adapters are called in batches of ``model.batch_size``. With
@@ -46,14 +47,15 @@ import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 from tqdm.auto import tqdm
 
 from jevkedro.models import Adapter, AdapterResult, StopRun, make_adapter
-from jevkedro.nodes.snapshot import Snapshot, atomic_write_bytes
+from jevkedro.nodes.snapshot import Snapshot, atomic_write_bytes, atomic_writer
 
 log = logging.getLogger(__name__)
 
@@ -65,19 +67,45 @@ class PredictionLogError(ValueError):
     """A predictions log line that is not a record (names file and line)."""
 
 
+class LogEntry(NamedTuple):
+    """What is kept in memory per request while a view is asked: enough to resume (``status``,
+    ``snapshot_sha256``), to summarise (``cost_usd``) and to compact (where the request's latest
+    line lies in the log: ``offset``, ``length`` in bytes)."""
+
+    status: str | None
+    snapshot_sha256: str | None
+    cost_usd: float | None
+    offset: int
+    length: int
+
+
+def _entry(record: Mapping[str, Any], offset: int, length: int) -> LogEntry:
+    status, sha = record.get("status"), record.get("snapshot_sha256")
+    return LogEntry(sys.intern(status) if isinstance(status, str) else status,
+                    sys.intern(sha) if isinstance(sha, str) else sha,
+                    record.get("cost_usd"), offset, length)
+
+
 class PredictionLog:
-    """Append-only JSONL of prediction records for one (model, view), tolerant of a torn tail."""
+    """Append-only JSONL of prediction records for one (model, view), tolerant of a torn tail.
+
+    Memory stays flat however many requests a view has: while answers are appended only the small
+    :class:`LogEntry` index is kept per request; the full records are read back from the file on
+    first use of :attr:`records` (scoring needs them all), and :meth:`compact` copies lines from
+    the old file to the new one without holding them.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.meta_path = self.path.with_name("run.json")
-        self.records: dict[str, dict[str, Any]] = {}
+        self.index: dict[str, LogEntry] = {}
+        self._records: dict[str, dict[str, Any]] | None = None
         self._fh = None
         self.fsync_policy = "interval"
         self.fsync_interval_s = 1.0
         self._last_sync = 0.0
         if self.path.is_file():
-            self._load()
+            self._scan()
 
     @property
     def shards_dir(self) -> Path:
@@ -89,21 +117,46 @@ class PredictionLog:
             raise ValueError(f"model.fsync must be one of {FSYNC_POLICIES}, got {fsync!r}")
         self.fsync_policy, self.fsync_interval_s = fsync, float(fsync_interval_s)
 
-    def _load(self) -> None:
-        raw = self.path.read_bytes()
-        end = raw.rfind(b"\n") + 1
-        if end < len(raw):  # a torn last line from a killed run: drop it before appending
-            log.warning("%s: dropping a torn last line (%d bytes)", self.path, len(raw) - end)
+    def _parse(self, line: bytes, lineno: int | str) -> dict[str, Any]:
+        try:
+            rec = json.loads(line)
+            if not isinstance(rec["request_id"], str):
+                raise TypeError("request_id is not a string")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise PredictionLogError(f"{self.path}:{lineno}: not a prediction record ({exc})") from None
+        return rec
+
+    def _scan(self) -> None:
+        """Index every line (later lines win); cut off a torn last line left by a killed run."""
+        offset = 0
+        with open(self.path, "rb") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if not line.endswith(b"\n"):
+                    break  # only the last line can lack its newline: a write cut short
+                if line.strip():
+                    rec = self._parse(line, lineno)
+                    self.index[rec["request_id"]] = _entry(rec, offset, len(line))
+                offset += len(line)
+        size = self.path.stat().st_size
+        if offset < size:  # drop it before appending, so the next line starts on its own
+            log.warning("%s: dropping a torn last line (%d bytes)", self.path, size - offset)
             with open(self.path, "r+b") as fh:
-                fh.truncate(end)
-        for lineno, line in enumerate(raw[:end].decode("utf-8").splitlines(), start=1):
-            if line.strip():
-                try:
-                    rec = json.loads(line)
-                    rid = rec["request_id"]
-                except (ValueError, KeyError, TypeError) as exc:
-                    raise PredictionLogError(f"{self.path}:{lineno}: not a prediction record ({exc})") from None
-                self.records[rid] = rec  # later lines win
+                fh.truncate(offset)
+
+    @property
+    def records(self) -> dict[str, dict[str, Any]]:
+        """Every request's latest record by request id, in log order (read from the file once)."""
+        if self._records is None:
+            if self._fh is not None:
+                self._fh.flush()
+            records: dict[str, dict[str, Any]] = {}
+            if self.index:
+                with open(self.path, "rb") as fh:
+                    for rid, entry in self.index.items():
+                        fh.seek(entry.offset)
+                        records[rid] = self._parse(fh.read(entry.length), f"byte {entry.offset}")
+            self._records = records
+        return self._records
 
     def meta(self) -> dict[str, Any] | None:
         if self.meta_path.is_file():
@@ -115,27 +168,32 @@ class PredictionLog:
 
     def reset(self) -> None:
         self.close()
-        self.records.clear()
+        self.index.clear()
+        self._records = None
         self.path.unlink(missing_ok=True)
         shutil.rmtree(self.shards_dir, ignore_errors=True)
 
     def done(self, snapshot_sha256: str) -> set[str]:
-        return {rid for rid, r in self.records.items()
-                if r.get("status") in FINAL_STATUSES and r.get("snapshot_sha256") == snapshot_sha256}
+        return {rid for rid, e in self.index.items()
+                if e.status in FINAL_STATUSES and e.snapshot_sha256 == snapshot_sha256}
 
     def append(self, record: dict[str, Any]) -> None:
         if self._fh is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(self.path, "a", encoding="utf-8")
+            self._fh = open(self.path, "ab")
+        data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+        offset = self._fh.tell()
         # One write per complete line: a kill leaves whole lines plus at most one torn tail.
-        self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._fh.write(data)
         self._fh.flush()
         now = time.monotonic()
         if self.fsync_policy == "always" or (self.fsync_policy == "interval"
                                              and now - self._last_sync >= self.fsync_interval_s):
             os.fsync(self._fh.fileno())
             self._last_sync = now
-        self.records[record["request_id"]] = record
+        self.index[record["request_id"]] = _entry(record, offset, len(data))
+        if self._records is not None:
+            self._records[record["request_id"]] = record
 
     def sync(self) -> None:
         if self._fh is not None:
@@ -149,10 +207,29 @@ class PredictionLog:
             self._fh = None
 
     def compact(self, order: list[str]) -> None:
-        """Rewrite atomically: one line per request, in snapshot order."""
+        """Rewrite atomically: one line per request (its latest), in ``order``; requests not in
+        ``order`` are dropped. Lines are copied byte for byte from the old file, one at a time."""
         self.close()
-        lines = [json.dumps(self.records[rid], ensure_ascii=False) for rid in order if rid in self.records]
-        atomic_write_bytes(self.path, ("\n".join(lines) + ("\n" if lines else "")).encode("utf-8"))
+        index: dict[str, LogEntry] = {}
+        with ExitStack() as stack:
+            src = stack.enter_context(open(self.path, "rb")) if self.index else None
+            dst = stack.enter_context(atomic_writer(self.path))
+            pos = 0
+            for rid in order:
+                entry = self.index.get(rid)
+                if entry is None:
+                    continue
+                src.seek(entry.offset)
+                line = src.read(entry.length)
+                if len(line) != entry.length or not line.endswith(b"\n"):
+                    raise PredictionLogError(f"{self.path}: changed while it was being compacted "
+                                             f"(line of {rid} at byte {entry.offset})")
+                dst.write(line)
+                index[rid] = entry._replace(offset=pos)
+                pos += entry.length
+        self.index = index
+        if self._records is not None:
+            self._records = {rid: self._records[rid] for rid in index}
 
 
 # -- settings -----------------------------------------------------------------------------------
@@ -414,8 +491,19 @@ class _Collector:
             self.consecutive += 1
             if self.consecutive >= self.engine.max_consecutive_failures:
                 self.stop(f"{self.consecutive} consecutive infrastructure failures (last: {result.error})")
-        elif result.status != "unattempted":
+        elif result.status in ("ok", "error"):
+            # Only a reply from the server shows it is up again; an unsupported request was never
+            # sent (and an unattempted one never asked), so neither breaks a run of failures.
             self.consecutive = 0
+
+
+def _drain(inflight: Mapping[Any, str], col: _Collector) -> None:
+    """Record the outcome of every request still in flight (used when the loop dies)."""
+    for fut in list(inflight):
+        try:
+            col.take(fut.result())
+        except Exception:  # that request's own failure, or the writer's: nothing more to keep
+            log.exception("%s: lost while the run was failing", inflight[fut])
 
 
 def ask_all(adapter: Adapter, items: Iterable[tuple[str, dict[str, Any]]], engine: EngineSettings, sha: str,
@@ -438,13 +526,20 @@ def ask_all(adapter: Adapter, items: Iterable[tuple[str, dict[str, Any]]], engin
                         return
                     inflight[pool.submit(_call, adapter, nxt[0], nxt[1], engine.retry, halt)] = nxt[0]
 
-            fill()
-            while inflight:
-                finished, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    inflight.pop(fut)
-                    col.take(fut.result())
+            try:
                 fill()
+                while inflight:
+                    finished, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        inflight.pop(fut)
+                        col.take(fut.result())
+                    fill()
+            except BaseException:
+                # An adapter bug or Ctrl-C: send nothing more, but keep the answers of the requests
+                # already in flight (they are paid for) before the error propagates.
+                halt.set()
+                _drain(inflight, col)
+                raise
     else:
         size = engine.batch_size or adapter.default_batch_size
         while not halt.is_set():
@@ -459,6 +554,9 @@ def ask_all(adapter: Adapter, items: Iterable[tuple[str, dict[str, Any]]], engin
                 for rid, _ in batch:
                     col.unattempted(rid, f"run stopped: {exc}", exc.http_status)
                 break
+            if len(results) != len(batch):  # zip would silently drop requests: a broken adapter
+                raise RuntimeError(f"{adapter.kind}: answer_batch returned {len(results)} results for "
+                                   f"{len(batch)} requests")
             share = (time.perf_counter() - t0) / len(batch)  # a batch's wall time, shared evenly
             for (rid, _), result in zip(batch, results):
                 if len(batch) > 1:
@@ -469,14 +567,15 @@ def ask_all(adapter: Adapter, items: Iterable[tuple[str, dict[str, Any]]], engin
     return col.stopped
 
 
-def summarize(records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def summarize(entries: Iterable[LogEntry]) -> dict[str, Any]:
     """Status counts and total cost (null when any answered request has an unknown cost)."""
     counts: dict[str, int] = {}
-    for rec in records.values():
-        counts[rec["status"]] = counts.get(rec["status"], 0) + 1
-    answered = [r for r in records.values() if r.get("status") == "ok"]
-    costs = [r.get("cost_usd") for r in answered]
-    total = None if not answered or any(c is None for c in costs) else float(sum(costs))
+    costs: list[float | None] = []
+    for e in entries:
+        counts[e.status] = counts.get(e.status, 0) + 1
+        if e.status == "ok":
+            costs.append(e.cost_usd)
+    total = None if not costs or any(c is None for c in costs) else float(sum(costs))
     return {"statuses": counts, "cost_usd": total}
 
 
@@ -537,7 +636,7 @@ def run_inference(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog,
                 adapter.close()
     finally:
         plog.compact(order)
-    summary = {"asked": asked, "reused": reused, "stopped": stopped, **summarize(plog.records),
+    summary = {"asked": asked, "reused": reused, "stopped": stopped, **summarize(plog.index.values()),
                "identity": identity}
     plog.write_meta({**meta, "last_run": {k: v for k, v in summary.items() if k != "identity"}})
     return summary

@@ -3,7 +3,8 @@
 Report shape: ``view``, ``family``, ``model`` (the run's name), ``model_id`` (resolved id),
 ``adapter``, ``probability_source``, ``data`` (official/sample/synthetic), ``snapshot_sha256``,
 ``coverage``, ``metrics`` (``overall``, ``by_type``, ``by_<slice>``), ``official``,
-``latency`` and ``cost`` (USD from measured usage x the configured tariff; null when unknown).
+``latency``, ``cost`` (USD from measured usage x the configured tariff; null when unknown) and
+``run`` (whether every request was attempted; see :func:`run_status`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,27 @@ def cost_summary(predictions: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
     known = [c for c in costs if c is not None]
     return {"usd": float(sum(known)) if answered and len(known) == len(costs) else None,
             "requests_priced": len(known), "requests_answered": len(answered)}
+
+
+def run_status(table: QuestionTable, predictions: Mapping[str, Mapping[str, Any]], request_ids: list[str],
+               run_meta: Mapping[str, Any]) -> dict[str, Any]:
+    """Whether the run asked every request (``complete``), how many it did not
+    (``unattempted_requests``: stopped before them, or no record) and why it stopped.
+
+    The generic ``accuracy`` counts an unattempted question as not correct (coverage policy), so
+    the accuracy of an incomplete run is not the model's: ``attempted_overall`` gives the generic
+    metrics over the questions that were asked (null for a complete run, where it equals
+    ``metrics.overall``).
+    """
+    unattempted = sum(1 for rid in request_ids
+                      if (predictions.get(rid) or {}).get("status", "unattempted") == "unattempted")
+    complete = unattempted == 0
+    return {
+        "complete": complete,
+        "unattempted_requests": unattempted,
+        "stopped": (run_meta.get("last_run") or {}).get("stopped"),
+        "attempted_overall": None if complete else M.summarize_table(table, table.status != "unattempted"),
+    }
 
 
 def coverage(table: QuestionTable, predictions: Mapping[str, Mapping[str, Any]], n_requests: int) -> dict[str, Any]:
@@ -99,6 +121,7 @@ def build_report(
         "latency": latency_summary(predictions),
         "cost": cost_summary(predictions),
         "invalid_examples": invalid_examples(table),
+        "run": run_status(table, predictions, [r.request_id for r in snapshot.rows], run_meta),
     }
 
 
@@ -118,5 +141,7 @@ def summary_lines(reporting_root: str | Path = "data/08_reporting") -> list[str]
             f"{rep['model']:<28} {rep['view']:<28} {rep['data']:<9} acc {_fmt(o['accuracy'])} "
             f"(n={o['accuracy_n']}) nll {_fmt(o['nll'])} ece {_fmt(o['ece'])}  "
             f"valid {cov['ok']}/{rep['coverage']['questions']}  p50 {_fmt((lat['p50'] or 0) * 1000, 1)} ms  -> {path}"
+            + (f"  INCOMPLETE: {rep['run']['unattempted_requests']} requests unattempted"
+               if rep.get("run", {}).get("complete") is False else "")
         )
     return lines

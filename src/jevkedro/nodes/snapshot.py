@@ -16,9 +16,10 @@ import json
 import os
 import tempfile
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, BinaryIO, Iterable, Iterator
 
 from jevkedro import __version__
 from jevkedro.protocol import SnapshotRow, Target, dumps
@@ -47,21 +48,29 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write via a temp file in the same folder and rename, so readers never see half a file."""
+@contextmanager
+def atomic_writer(path: str | Path) -> Iterator[BinaryIO]:
+    """A binary file that replaces ``path`` only when the block ends without error (temp file in
+    the same folder, fsync, rename), so readers never see half a file; for writes streamed in parts."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; snapshots and reports are meant to be shared
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write via a temp file in the same folder and rename, so readers never see half a file."""
+    with atomic_writer(path) as fh:
+        fh.write(data)
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:

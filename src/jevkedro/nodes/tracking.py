@@ -2,7 +2,7 @@
 
 kedro-mlflow (``conf/base/mlflow.yml``) sets the tracking store and opens a run per
 ``kedro run``; each view the pipeline scores becomes a child run tagged ``model``,
-``benchmark``, ``view``, ``snapshot_sha256``, ``data`` and ``probability_source``, with the
+``benchmark``, ``view``, ``snapshot_sha256``, ``data``, ``probability_source`` and ``complete``, with the
 metrics and the manifest, report and official summary as artifacts. Nothing secret is logged:
 reports and manifests carry no credentials (keys are read from the environment at call time).
 """
@@ -46,11 +46,14 @@ def track(report: Mapping[str, Any], official: Any, manifest: Mapping[str, Any])
         "data": str(report.get("data")),
         "probability_source": str(report.get("probability_source")),
         "adapter": str(report.get("adapter")),
+        # false when the run stopped before asking everything: its accuracy is not the model's
+        "complete": str((report.get("run") or {}).get("complete", True)).lower(),
     }
     metrics = {_safe(k): v for k, v in flatten_metrics({"metrics": report["metrics"],
                                                          "coverage": report["coverage"],
                                                          "latency": report["latency"],
-                                                         "cost": report.get("cost") or {}}).items()}
+                                                         "cost": report.get("cost") or {},
+                                                         "run": report.get("run") or {}}).items()}
     nested = mlflow.active_run() is not None
     with mlflow.start_run(run_name=f"{report['model']}/{report['view']}", nested=nested, tags=tags) as run:
         for start in range(0, len(metrics), 500):  # MLflow's batch limit is 1000 metrics
