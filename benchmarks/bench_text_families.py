@@ -2,7 +2,7 @@
 
 Command (from the project root)::
 
-    PYTHONPATH=src python benchmarks/bench_text_families.py [--repeat 3] [--families decisionbench jevalt_bench]
+    .venv/bin/python benchmarks/bench_text_families.py [--repeat 3] [--families decisionbench jevalt_bench]
 
 For each family: write a synthetic release at the full published scale (DecisionBench 23,900
 rows; JevAlt-Bench 3,116 inputs / 8,434 questions) into a temporary folder, then time

@@ -1,7 +1,7 @@
 """Prepare and score times on the full-scale SYNTHETIC releases of Typed-Decisions (400 inputs /
 2,000 questions) and Procedural Typed Decisions (18,000 inputs / 57,016 questions).
 
-    PYTHONPATH=src python benchmarks/bench_typed_decisions_families.py [--repeat 3] [--work DIR]
+    .venv/bin/python benchmarks/bench_typed_decisions_families.py [--repeat 3] [--work DIR]
 
 Per family: write the synthetic release (timed as ``generate``), then ``repeat`` times:
 ``prepare`` = read the Parquet release, map it and commit the snapshot through the shared writer

@@ -2,7 +2,7 @@
 
 Command (from the repository root):
 
-    PYTHONPATH=src KEDRO_DISABLE_TELEMETRY=true /work/main/.venv/bin/python benchmarks/inference_memory.py
+    KEDRO_DISABLE_TELEMETRY=true .venv/bin/python benchmarks/inference_memory.py
 
 What it measures: a remote-style adapter that answers instantly with a System One body (three
 questions, the loopback server's answers; parsed body and raw text both recorded, as the HTTP

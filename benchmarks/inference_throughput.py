@@ -2,7 +2,7 @@
 
 Command (from the repository root):
 
-    PYTHONPATH=src KEDRO_DISABLE_TELEMETRY=true /work/main/.venv/bin/python benchmarks/inference_throughput.py
+    KEDRO_DISABLE_TELEMETRY=true .venv/bin/python benchmarks/inference_throughput.py
 
 (any environment with the package, httpx and the ``dask`` extra installed works the same way).
 

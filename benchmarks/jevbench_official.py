@@ -2,7 +2,7 @@
 
 Command (from the repository root):
 
-    PYTHONPATH=src /work/main/.venv/bin/python benchmarks/jevbench_official.py
+    .venv/bin/python benchmarks/jevbench_official.py
 
 Builds 231 invented tasks (original 72 as 36 pairs, easy 48, hard 111; noul/choice/score mixed),
 random answers (some rounded off by up to 0.03), then times ``official_summary`` (per-item
