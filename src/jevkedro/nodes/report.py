@@ -140,7 +140,7 @@ def summary_lines(reporting_root: str | Path = "data/08_reporting") -> list[str]
         lines.append(
             f"{rep['model']:<28} {rep['view']:<28} {rep['data']:<9} acc {_fmt(o['accuracy'])} "
             f"(n={o['accuracy_n']}) nll {_fmt(o['nll'])} ece {_fmt(o['ece'])}  "
-            f"valid {cov['ok']}/{rep['coverage']['questions']}  p50 {_fmt((lat['p50'] or 0) * 1000, 1)} ms  -> {path}"
+            f"valid {cov['ok']}/{rep['coverage']['questions']}  p50 {_fmt(None if lat['p50'] is None else lat['p50'] * 1000, 1)} ms  -> {path}"
             + (f"  INCOMPLETE: {rep['run']['unattempted_requests']} requests unattempted"
                if rep.get("run", {}).get("complete") is False else "")
         )
