@@ -315,3 +315,16 @@ def test_kedro_run_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
     kedro_run(project, VIEW, f"model.adapter=replay,model.path={answers},model.name=oracle")
     _, replayed = reports(project, "oracle", VIEW)
     assert replayed["balanced_skill"] == pytest.approx(100.0)
+
+
+@pytest.mark.slow
+def test_full_scale_synthetic_suite_reproduces_the_edition_counts(tmp_path):
+    from jevkedro.pipelines.decision_index.synthetic import write_suite
+
+    suite = write_suite(tmp_path / "suite", "synthetic")
+    prepared = di.build(suite, data="synthetic")  # checks every pinned step of read_counts.synthetic
+    steps = prepared.notes["read_steps"]
+    assert len(prepared.rows) == 140_178 and steps["datasets"] == 43
+    assert steps["subset_drops"] == {"38": 3_914, "2": 315, "36": 330, "9": 72}
+    assert (steps["after_retired"], steps["after_acos"], steps["after_subsets"], steps["after_exclusions"]) == (
+        114_832, 110_918, 110_201, 109_759)
