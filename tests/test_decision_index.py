@@ -49,6 +49,7 @@ def test_map_row_keeps_options_order_and_hides_everything_else():
     assert row.targets["q1"].label == 2 and not row.targets["q1"].unscored
     assert row.slices["catalog_id"] == 57 and row.slices["area"] == "knowledge" and row.slices["in_index"]
     assert row.source["metadata"] == {"subject": "physics"} and row.source["_evaluation"]["group_id"] == "g1"
+    assert row.source["line"] == "f:1" and "group_id" not in row.slices
     text = json.dumps(row.request)
     assert "candidates-v3" not in text and "physics" not in text and "expected" not in text
 
@@ -269,7 +270,7 @@ def test_shown_only_benchmarks_never_move_the_index(snapshot):
 
 def test_linked_case_counts_only_when_every_request_answered(snapshot):
     gsm = [r for r in snapshot.rows if r.slices["catalog_id"] == 30]
-    assert len({r.slices["group_id"] for r in gsm}) == 1 and {r.slices["track"] for r in gsm} == {"GSM8K-4", "GSM8K-10"}
+    assert len({r.source["_evaluation"]["group_id"] for r in gsm}) == 1 and {r.slices["track"] for r in gsm} == {"GSM8K-4", "GSM8K-10"}
     off = run_official(snapshot, drop_requests={gsm[0].request_id})
     b = off["benchmarks"]["30"]
     assert b["answered"] == 0 and b["raw"] == 0.0 and set(b["tracks"]) == {"GSM8K-4", "GSM8K-10"}

@@ -176,9 +176,10 @@ def map_row(where: str, obj: dict[str, Any]) -> SnapshotRow:
         targets=targets,
         slices={"catalog_id": cid, "dataset": ev["dataset"], "track": str(ev["track"]),
                 "area": edition.area_of.get(cid, "shown_only"), "in_index": cid in edition.area_of,
-                "group_id": str(ev["group_id"]), "domain": metadata.get("domain"),
-                "split": obj.get("split")},
-        source={"where": where, "id": obj["id"], "family": obj.get("family"), "split": obj.get("split"),
+                "domain": metadata.get("domain"), "split": obj.get("split")},
+        # the case group id stays out of the generic slices (one group per case: 100k+ groups);
+        # the official scorer reads it from _evaluation. ``line``: file name and line, no local path.
+        source={"line": Path(where).name, "id": obj["id"], "family": obj.get("family"), "split": obj.get("split"),
                 **{k: obj[k] for k in ("metadata", "provenance", "scoring", "_evaluation") if k in obj}},
     )
 
@@ -298,9 +299,9 @@ def build(source: str | Path, view: str = "decision_index", data: str = "officia
     seen: dict[str, str] = {}
     for row in rows:
         if row.request_id in seen:
-            raise SourceFormatError(f"{row.source['where']}: run id {row.request_id!r} repeats "
+            raise SourceFormatError(f"{source / row.source['line']}: run id {row.request_id!r} repeats "
                                     f"(first at {seen[row.request_id]})")
-        seen[row.request_id] = row.source["where"]
+        seen[row.request_id] = row.source["line"]
     datasets = sorted({r.slices["catalog_id"] for r in rows})
     steps["datasets"] = len(datasets)
     check_steps(steps, manifest["read_counts"].get(data, {}), source)
