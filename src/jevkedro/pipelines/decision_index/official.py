@@ -1,0 +1,265 @@
+"""The ``official`` artefact of the Decision Index view: the edition 0.3 public index.
+
+Input: the verified snapshot and the validated question table (``records``: every question of
+every request in snapshot order, with its probabilities, status and target). Steps, per
+benchmark (``catalog_id``) and, for the edition's track-scored benchmarks, per track:
+
+1. a request is *answered* when its status is ``ok`` and every scored question has a valid
+   answer; a linked case (requests sharing ``_evaluation.group_id`` in one benchmark) is
+   answered only when all of its requests are. Failing only on unscored diagnostic questions
+   does not unanswer a request (family spec §7.7, decided);
+2. the native metric (:data:`NATIVE_METRIC`) over the answered requests' scored fields; the
+   predicted option is the argmax, ties to the first option in source order;
+3. ``raw = native * answered / requests``; track-scored benchmarks average their tracks' raw;
+4. ``skill = clip((raw - chance) / (1 - chance), 0, 1)`` with ``chance`` from ``index-0.3.json``;
+5. ``balanced_skill`` (headline) = 100 x area-weighted mean of gold-weighted area means of
+   skills over the 37 counted benchmarks; ``balanced_raw`` the same with raw; ``breadth_skill``
+   the weighted geometric mean of area skills. A counted benchmark without requests counts 0
+   and is listed under ``missing_benchmarks`` (the index is then ``complete: false``).
+
+The six shown-but-not-counted benchmarks are scored the same way and reported under
+``shown_not_counted``; they never enter an index. Generic accuracy/NLL/ECE are in
+``report.json`` and are diagnostic only.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from jevkedro.nodes.snapshot import Snapshot, SnapshotError
+from jevkedro.pipelines.decision_index import scoring as S
+from jevkedro.pipelines.decision_index.edition import edition_03, run_datasets
+
+SCORER = ("decision-index-0.3 public index (kit rules of index02.py + index-0.3.json, reimplemented by "
+          "jevkedro; not the kit's program)")
+NATIVE_METRIC: dict[int, str] = {
+    1: "case_exact_accuracy", 33: "case_exact_accuracy", 9: "case_exact_accuracy",
+    31: "accepted_accuracy", 50: "accepted_accuracy",
+    11: "macro_f1", 12: "macro_f1", 39: "macro_f1", 41: "macro_f1", 42: "macro_f1",
+    4: "conservative_macro_f1", 5: "conservative_macro_f1", 37: "conservative_macro_f1",
+    40: "positive_f1", 59: "positive_f1",
+    22: "group_macro_accuracy", 23: "group_macro_accuracy",
+    2: "ndcg@10", 36: "ndcg@10",
+    38: "review_f1",
+}  # every other benchmark: accuracy
+POSITIVE_OPTION = {40: "sarcastic", 59: "true", 38: "yes"}  # unless scoring.positive_option says otherwise
+MACRO_GROUP_KEY = {22: "song_id", 23: "user_id"}  # metadata key; falls back to the case group id
+ACCEPTED_PAYLOAD = {31: ("chess_reference_value", "accepted"), 50: ("human_group_rank", "accepted")}
+
+
+class _Fields:
+    """Per-question arrays of one benchmark, aligned with the question table."""
+
+    def __init__(self) -> None:
+        self.cols: dict[str, list] = defaultdict(list)
+
+    def add(self, **kw: Any) -> None:
+        for k, v in kw.items():
+            self.cols[k].append(v)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {k: np.array(v, dtype=object if k in ("request", "group", "track", "query", "macro") else None)
+                for k, v in self.cols.items()}
+
+
+def _payload(row, *path: str) -> Any:
+    cur: Any = row.source.get("scoring") or {}
+    for key in path:
+        cur = cur.get(key) if isinstance(cur, dict) else None
+    return cur
+
+
+def _positive_index(row, qid: str, cid: int) -> int | None:
+    key = _payload(row, "positive_option") or POSITIVE_OPTION.get(cid)
+    cands = row.candidates[qid]
+    return cands.index(key) if key in cands else None
+
+
+def _relevant_index(row, qid: str) -> int | None:
+    key = _payload(row, "retrieval_ranking", "relevant_option")
+    cands = row.candidates[qid]
+    for k in ([key] if key else []) + ["true", "yes", "relevant"]:
+        if k in cands:
+            return cands.index(k)
+    return None
+
+
+def collect(snapshot: Snapshot, table) -> dict[int, dict[str, np.ndarray]]:
+    """Walk the snapshot in table order and gather each benchmark's per-question arrays."""
+    per: dict[int, _Fields] = defaultdict(_Fields)
+    i = 0
+    for row in snapshot.rows:
+        cid = int(row.slices["catalog_id"])
+        ev = row.source.get("_evaluation") or {}
+        metadata = row.source.get("metadata") or {}
+        group = str(ev.get("group_id", row.request_id))
+        macro = str(metadata.get(MACRO_GROUP_KEY[cid], group)) if cid in MACRO_GROUP_KEY else group
+        qrels = _payload(row, "retrieval_ranking", "qrels") or {}
+        field_doc = _payload(row, "retrieval_ranking", "field_to_document") or {}
+        accepted_path = ACCEPTED_PAYLOAD.get(cid)
+        accepted_keys = (_payload(row, *accepted_path) or {}) if accepted_path else {}
+        for qid in row.request["questions"]:
+            if table.request_id[i] != row.request_id or table.question_id[i] != qid:
+                raise SnapshotError(f"{snapshot.path}: question table out of step with the snapshot at "
+                                    f"{row.request_id}/{qid}")
+            k = int(table.K[i])
+            probs = table.P[i, :k]
+            pred = int(np.argmax(probs)) if k else -1  # first option wins ties
+            label = int(table.label[i])
+            scored = bool(table.has_target[i]) and not bool(table.unscored[i])
+            accepted = {label}
+            if isinstance(accepted_keys, dict) and qid in accepted_keys:
+                accepted |= {row.candidates[qid].index(a) for a in accepted_keys[qid] if a in row.candidates[qid]}
+            elif isinstance(accepted_keys, list):
+                accepted |= {row.candidates[qid].index(a) for a in accepted_keys if a in row.candidates[qid]}
+            pos = _positive_index(row, qid, cid) if NATIVE_METRIC.get(cid) in ("positive_f1", "review_f1") else None
+            rel = _relevant_index(row, qid) if NATIVE_METRIC.get(cid) == "ndcg@10" else None
+            doc = field_doc.get(qid) if isinstance(field_doc, dict) else None
+            if doc is not None:
+                gain = float(qrels.get(doc, 0) or 0)
+            else:
+                gain = float(scored and rel is not None and label == rel)
+            valid = table.status[i] == "ok"
+            per[cid].add(
+                request=row.request_id, group=group, track=str(row.slices.get("track")), query=group, macro=macro,
+                status=table.status[i], valid=valid, scored=scored, label=label, pred=pred,
+                correct=scored and pred in accepted, positive=pos if pos is not None else -1,
+                score=float(probs[rel]) if (rel is not None and valid) else -1.0, gain=gain)
+            i += 1
+    if i != len(table.request_id):
+        raise SnapshotError(f"{snapshot.path}: question table has {len(table.request_id)} questions, snapshot {i}")
+    return {cid: f.arrays() for cid, f in per.items()}
+
+
+def answered_requests(a: dict[str, np.ndarray]) -> dict[str, bool]:
+    """Request -> answered: status ok, every scored field valid, and all of its linked case answered."""
+    # a scored field without a valid answer (invalid, unsupported, errored, unattempted) unanswers its request
+    bad_field = a["scored"].astype(bool) & ~a["valid"].astype(bool)
+    req_bad: dict[str, bool] = defaultdict(bool)
+    req_group: dict[str, str] = {}
+    for r, g, b in zip(a["request"], a["group"], bad_field):
+        req_bad[r] |= bool(b)
+        req_group[r] = g
+    group_bad: dict[str, bool] = defaultdict(bool)
+    for r, b in req_bad.items():
+        group_bad[req_group[r]] |= b
+    return {r: not group_bad[req_group[r]] for r in req_bad}
+
+
+def native_score(metric: str, a: dict[str, np.ndarray], use: np.ndarray) -> float:
+    """The benchmark's native metric over the fields ``use`` (answered requests)."""
+    scored = use & a["scored"].astype(bool)
+    correct = a["correct"].astype(bool)
+    if metric == "accuracy" or metric == "accepted_accuracy":
+        return S.accuracy(correct[scored])
+    if metric == "case_exact_accuracy":
+        return S.case_exact_accuracy(correct[scored], a["request"][scored])
+    if metric in ("macro_f1", "conservative_macro_f1"):
+        return S.macro_f1(a["label"][scored], a["pred"][scored], conservative=metric.startswith("conservative"))
+    if metric == "group_macro_accuracy":
+        return S.group_macro_accuracy(correct[scored], a["macro"][scored])
+    if metric in ("positive_f1", "review_f1"):
+        pos = a["positive"].astype(int)
+        if (pos[scored] < 0).any():
+            raise SnapshotError("positive option not found among a question's options")
+        gold_pos = a["label"][scored] == pos[scored]
+        pred_pos = a["pred"][scored] == pos[scored]
+        if metric == "positive_f1":
+            return S.positive_f1(gold_pos, pred_pos)
+        return S.review_f1(gold_pos, pred_pos, a["group"][scored])
+    if metric == "ndcg@10":
+        # every field of an answered query ranks, judged or not; queries are the case groups
+        return S.ndcg_at_k(a["score"][use], a["gain"][use], a["query"][use], k=10)
+    raise ValueError(f"unknown native metric {metric!r}")
+
+
+def score_part(metric: str, a: dict[str, np.ndarray], answered: dict[str, bool]) -> dict[str, Any]:
+    requests = list(dict.fromkeys(a["request"].tolist()))
+    n_ans = sum(answered[r] for r in requests)
+    use = np.array([answered[r] for r in a["request"]], dtype=bool)
+    native = native_score(metric, a, use) if n_ans else 0.0
+    return {"requests": len(requests), "answered": int(n_ans), "coverage": n_ans / len(requests) if requests else 0.0,
+            "native": native, "raw": S.raw_score(native, n_ans, len(requests)),
+            "scored_fields": int(a["scored"].astype(bool).sum())}
+
+
+def score_benchmark(cid: int, a: dict[str, np.ndarray]) -> dict[str, Any]:
+    edition = edition_03()
+    metric = NATIVE_METRIC.get(cid, "accuracy")
+    answered = answered_requests(a)
+    out: dict[str, Any] = {"name": run_datasets().get(cid, edition.names.get(cid)), "metric": metric}
+    try:
+        if cid in edition.track_scored:
+            tracks = {}
+            for track in dict.fromkeys(a["track"].tolist()):
+                m = a["track"] == track
+                tracks[track] = score_part(metric, {k: v[m] for k, v in a.items()}, answered)
+            out.update(score_part(metric, a, answered))
+            out["native"] = float(np.mean([t["native"] for t in tracks.values()]))
+            out["raw"] = float(np.mean([t["raw"] for t in tracks.values()]))
+            out["tracks"] = tracks
+        else:
+            out.update(score_part(metric, a, answered))
+    except SnapshotError as exc:
+        out.update({"error": str(exc), "native": 0.0, "raw": 0.0})
+    if cid in edition.chance:
+        out["chance"] = edition.chance[cid]
+        out["skill"] = S.skill(out["raw"], edition.chance[cid])
+    if cid in edition.area_of:
+        out.update({"area": edition.area_of[cid], "weight": edition.weight(cid), "gold": cid in edition.gold_weight})
+    return out
+
+
+def official_report(snapshot: Snapshot, table) -> dict[str, Any]:
+    edition = edition_03()
+    parts = collect(snapshot, table)
+    benchmarks = {cid: score_benchmark(cid, a) for cid, a in sorted(parts.items())}
+    counted = {cid: b for cid, b in benchmarks.items() if cid in edition.area_of}
+    shown = {cid: b for cid, b in benchmarks.items() if cid in edition.shown_only}
+    skills = {cid: b["skill"] for cid, b in counted.items()}
+    raws = {cid: b["raw"] for cid, b in counted.items()}
+    idx_skill = S.public_index(skills, edition.area_of, edition.gold_weight, edition.area_weight)
+    idx_raw = S.public_index(raws, edition.area_of, edition.gold_weight, edition.area_weight)
+    missing = [cid for cid in edition.counted if cid not in benchmarks]
+    n_req = sum(b["requests"] for b in benchmarks.values())
+    n_ans = sum(b["answered"] for b in benchmarks.values())
+    synthetic = snapshot.data != "official"
+    return {
+        "scorer": SCORER,
+        "edition": {"label": edition.label, "panel_id": edition.panel_id, "headline": edition.headline,
+                    "secondary": edition.secondary},
+        "data": snapshot.data,
+        "synthetic": synthetic,
+        "note": ("synthetic data written by jevkedro in the suite's format; these numbers are not Decision "
+                 "Index results") if synthetic else None,
+        "snapshot_sha256": snapshot.sha256,
+        "main_metric": {"name": "balanced_skill", "value": idx_skill["index"]},
+        "balanced_skill": idx_skill["index"],
+        "balanced_raw": idx_raw["index"],
+        "breadth_skill": idx_skill["breadth"],
+        "complete": not missing,
+        "missing_benchmarks": [{"catalog_id": c, "name": edition.names.get(c)} for c in missing],
+        "tie": edition.tie,
+        "areas": {a: {"weight": edition.area_weight[a], "skill": idx_skill["areas"][a], "raw": idx_raw["areas"][a],
+                      "benchmarks": [c for c, ar in edition.area_of.items() if ar == a]}
+                  for a in idx_skill["areas"]},
+        "requests": {"total": n_req, "answered": n_ans,
+                     "line": f"Requests {n_ans:,} of {n_req:,} scoreable"},
+        "benchmarks": {str(c): b for c, b in counted.items()},
+        "shown_not_counted": {str(c): b for c, b in shown.items()},
+        "rules": {
+            "coverage": "raw = native x answered / requests; unanswered, unsupported, errored, invalid = wrong",
+            "linked_cases": "requests sharing _evaluation.group_id in one benchmark count only if all are answered",
+            "unscored_questions": "target unscored (expected null, or unscored_fields): in no metric; failing "
+                                  "only on them leaves the request answered",
+            "argmax_ties": "first option in source order",
+            "chance": "index-0.3.json chance[catalog_id].chance; skill = clip((raw - chance)/(1 - chance), 0, 1)",
+            "weights": "gold benchmarks 1.2 inside their area, others 1.0; fixed area weights",
+            "track_scored": sorted(edition.track_scored),
+            "areas_from": "index-0.3.json areas (WinoGrande 28 in knowledge; ACOS 38 counted in language)",
+            "generic_accuracy": "diagnostic only (report.json); never replaces the index",
+        },
+    }
