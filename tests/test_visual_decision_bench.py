@@ -507,3 +507,14 @@ def test_kedro_runs_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
         "visualdecisionbench_video": {"accuracy": 0.5, "n": 6}}
     # noul: safe TP, stops FP, lights TP -> F1_true = 4/5, F1_false = 0
     assert replayed_official["noul_macro_f1"]["overall"] == pytest.approx(0.4)
+
+
+def test_a_view_of_one_option_choices_scores_without_noul_groups():
+    obj = record()
+    obj["request"]["questions"] = {"only": {"type": "choice", "instructions": "Pick it.", "criteria": {"it": "It"}}}
+    obj["targets"] = {"only": {"probabilities": {"it": 1}}}
+    table, official = score([obj], {"visualdecisionbench_image:000000": {"status": "ok", "response": {
+        "answers": {"only": {"probabilities": {"it": 1.0}}}}}})
+    assert table.P.shape == (1, 1)
+    assert official["groups"]["overall"]["accuracy"] == 1.0 and official["noul_macro_f1"] == {}
+    assert official["valen"]["groups"]["overall"]["confusion"] is None

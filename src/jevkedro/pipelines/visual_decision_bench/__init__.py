@@ -472,7 +472,8 @@ def noul_outcomes(table) -> dict[str, np.ndarray]:
     gold_true = noul & (table.label == 0)
     gold_false = noul & (table.label == 1)
     answered = noul & table.valid
-    pred_true = answered & (table.P[:, 0] >= table.P[:, 1])
+    p_false = table.P[:, 1] if table.P.shape[1] > 1 else np.zeros(len(table.P))  # a view of 1-option choices only
+    pred_true = answered & (table.P[:, 0] >= p_false)
     pred_false = answered & ~pred_true
     return {"noul": noul, "tp": gold_true & pred_true, "fn_pred": gold_true & pred_false,
             "fp": gold_false & pred_true, "tn": gold_false & pred_false,
