@@ -382,6 +382,9 @@ def test_reference_groups_hand_computed(scored):
     table, official = scored
     g = official["groups"]
     assert official["scorer"] == "jevalkit-decision-protocol-v1" and official["ece_method"] == "equal_width"
+    # Unknowns 3 and 4 are stated in every report
+    assert official["nll_floor"] == 1e-12 and official["upstream_program_ran"] is False
+    assert "1e-12" in official["assumptions"]["nll_floor"] and "first candidate" in official["assumptions"]["argmax_ties"]
     o = g["overall"]
     # hard: pick (ok), lit (wrong), n1 (ok), n2 (ok), n3 (invalid), lvl is soft -> 3/5
     assert (o["n"], o["accuracy"], o["accuracy_n"]) == (7, 0.6, 5)
