@@ -16,7 +16,7 @@ from jevkedro.pipelines import zh_decision_bench
 
 # every family that ships a sample (data kind "sample" in its conf/base parameters)
 SAMPLE_FAMILIES = ("decision_index", "decisionbench", "jevalt_bench", "jevbench", "procedural_typed_decisions",
-                   "typed_decisions")
+                   "typed_decisions", "visual_decision_bench")
 
 
 def _prepare_options(family: str) -> dict:
