@@ -129,18 +129,30 @@ def _fmt(x: Any, digits: int = 3) -> str:
     return "—" if x is None else f"{x:.{digits}f}"
 
 
+def main_metric(official: Any) -> dict[str, Any] | None:
+    """The family's headline number, where its official report names one as
+    ``main_metric: {"name", "value"}`` (Decision Index: the weighted public index)."""
+    main = official.get("main_metric") if isinstance(official, dict) else None
+    return main if isinstance(main, dict) and "name" in main and "value" in main else None
+
+
 def summary_lines(reporting_root: str | Path = "data/08_reporting") -> list[str]:
-    """One line per report found: model, view, data kind, accuracy, NLL, ECE, coverage, latency."""
+    """One line per report found: model, view, data kind, the official headline where there is
+    one, accuracy, NLL, ECE, coverage, latency, and whether the run was complete."""
     lines = []
     for path in sorted(Path(reporting_root).glob("*/*/report.json")):
         rep = json.loads(path.read_text(encoding="utf-8"))
         o = rep["metrics"]["overall"]
         cov = rep["coverage"]["by_status"]
         lat = rep["latency"]
+        main = main_metric(rep.get("official"))
         lines.append(
-            f"{rep['model']:<28} {rep['view']:<28} {rep['data']:<9} acc {_fmt(o['accuracy'])} "
-            f"(n={o['accuracy_n']}) nll {_fmt(o['nll'])} ece {_fmt(o['ece'])}  "
-            f"valid {cov['ok']}/{rep['coverage']['questions']}  p50 {_fmt(None if lat['p50'] is None else lat['p50'] * 1000, 1)} ms  -> {path}"
+            f"{rep['model']:<28} {rep['view']:<28} {rep['data']:<9} "
+            + (f"{main['name']} {_fmt(main['value'], 2)}  " if main else "")
+            + f"acc {_fmt(o['accuracy'])} (n={o['accuracy_n']}) nll {_fmt(o['nll'])} ece {_fmt(o['ece'])}  "
+            f"valid {cov['ok']}/{rep['coverage']['questions']}"
+            + (f" (unsupported {cov['unsupported']})" if cov.get("unsupported") else "")
+            + f"  p50 {_fmt(None if lat['p50'] is None else lat['p50'] * 1000, 1)} ms  -> {path}"
             + (f"  INCOMPLETE: {rep['run']['unattempted_requests']} requests unattempted"
                if rep.get("run", {}).get("complete") is False else "")
         )

@@ -13,6 +13,8 @@ import logging
 import math
 from typing import Any, Mapping
 
+from jevkedro.nodes.report import main_metric
+
 log = logging.getLogger(__name__)
 
 
@@ -54,6 +56,9 @@ def track(report: Mapping[str, Any], official: Any, manifest: Mapping[str, Any])
                                                          "latency": report["latency"],
                                                          "cost": report.get("cost") or {},
                                                          "run": report.get("run") or {}}).items()}
+    main = main_metric(official)
+    if main is not None and isinstance(main["value"], (int, float)):
+        metrics[_safe(f"official/{main['name']}")] = float(main["value"])  # the family's headline
     nested = mlflow.active_run() is not None
     with mlflow.start_run(run_name=f"{report['model']}/{report['view']}", nested=nested, tags=tags) as run:
         for start in range(0, len(metrics), 500):  # MLflow's batch limit is 1000 metrics
