@@ -366,7 +366,7 @@ def test_pinned_sample_hash_and_data_kind_markers(tmp_path):
 def test_items_of_ours_are_refused_as_official_even_without_the_folder_marker(tmp_path):
     shutil.copytree(SAMPLE, tmp_path / "rel")
     (tmp_path / "rel" / DATA_KIND_MARKER).unlink()  # official pins are null: no hash to catch it
-    with pytest.raises(SnapshotError, match=r"en/test\.jsonl:1: item written by jevkedro .* cannot be prepared as data=official"):
+    with pytest.raises(SnapshotError, match=r"en/test\.jsonl:1: record written by jevkedro .* cannot be prepared as data=official"):
         ja.build(tmp_path / "rel", data="official")
 
 
@@ -374,7 +374,7 @@ def test_an_unmarked_item_in_our_folder_is_refused(tmp_path):
     items = syn.generate_items({"en": 2, "tr": 1, "de": 1}, questions=6)
     items["tr"][0]["source"] = "crowd"  # as if a real item had been copied in
     syn.write_release(items, tmp_path, "synthetic")
-    with pytest.raises(SnapshotError, match=r"tr/test\.jsonl:1: prepared as 'synthetic' data, but the item is not marked"):
+    with pytest.raises(SnapshotError, match=r"tr/test\.jsonl:1: prepared as 'synthetic' data, but the record is not marked"):
         ja.build(tmp_path, data="synthetic")
 
 

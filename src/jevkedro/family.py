@@ -138,3 +138,22 @@ def _check_file_marker(file: Path, data: str, stamp: str | None) -> None:
     if data != "official" and stamp != data:
         found = f"marked {stamp!r}" if stamp else "carries no jevkedro marker (it may be the real release)"
         raise SnapshotError(f"{file}: prepared as {data!r} data, but the file {found}")
+
+
+OUR_RECORD_SOURCE = "jevkedro-synthetic"  # the provenance value every record we write carries
+
+
+def check_record_stamp(where: str, stamp: Any, data: str, field: str = "source") -> None:
+    """The per-record counterpart of the folder marker, for formats without file metadata (JSONL).
+
+    Every record jevkedro writes carries ``<field>: "jevkedro-synthetic"``; upstream records never
+    do. So a record of ours is refused as ``official`` even when the folder marker was removed (no
+    file hash is published to catch it), and a sample/synthetic release holds only our records.
+    """
+    ours = stamp == OUR_RECORD_SOURCE
+    if data == "official" and ours:
+        raise SnapshotError(f"{where}: record written by jevkedro ({field} {OUR_RECORD_SOURCE!r}), "
+                            "not benchmark data; it cannot be prepared as data=official")
+    if data != "official" and not ours:
+        raise SnapshotError(f"{where}: prepared as {data!r} data, but the record is not marked "
+                            f"{field} {OUR_RECORD_SOURCE!r} (it may be the real release)")

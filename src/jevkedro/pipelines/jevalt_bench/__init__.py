@@ -37,7 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare
+from jevkedro.family import (OUR_RECORD_SOURCE, check_data_kind, check_record_stamp, expected_for, family_manifest,
+                             make_prepare)
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.reference import reference_report
 from jevkedro.nodes.snapshot import (PreparedView, SnapshotError, SourceFormatError, check_source, read_jsonl,
@@ -332,23 +333,7 @@ def check_splits(source: Path) -> dict[str, str] | None:
     return {rel: listed[rel] for rel in release_files()}
 
 
-OUR_SOURCE = "jevkedro-synthetic"  # the ``source`` of every item jevkedro writes (synthetic.py)
-
-
-def check_item_stamp(path: Path, lineno: int, obj: dict[str, Any], data: str) -> None:
-    """The in-file counterpart of the folder marker (JSONL files carry no file metadata).
-
-    Every item jevkedro writes has ``source: "jevkedro-synthetic"``; upstream items never do. So
-    an item of ours is refused as ``official`` even when its folder marker was removed (no file
-    hash is published to catch it), and a sample/synthetic folder must hold only items of ours.
-    """
-    ours = obj.get("source") == OUR_SOURCE
-    if data == "official" and ours:
-        raise SnapshotError(f"{path}:{lineno}: item written by jevkedro (source {OUR_SOURCE!r}), "
-                            "not benchmark data; it cannot be prepared as data=official")
-    if data != "official" and not ours:
-        raise SnapshotError(f"{path}:{lineno}: prepared as {data!r} data, but the item is not marked "
-                            f"source {OUR_SOURCE!r} (it may be the real release)")
+OUR_SOURCE = OUR_RECORD_SOURCE  # the ``source`` of every item jevkedro writes (synthetic.py)
 
 
 def composition(rows: list[SnapshotRow], train_fields: int) -> dict[str, Any]:
@@ -393,7 +378,7 @@ def build(source: str | Path, view: str = "jevalt_bench", data: str = "official"
                 raise SourceFormatError(f"{path}:{lineno}: id {obj['id']!r} repeats line {seen[obj['id']]}")
             seen[obj.get("id")] = lineno
             train_fields += "train" in obj
-            check_item_stamp(path, lineno, obj, data)
+            check_record_stamp(f"{path}:{lineno}", obj.get("source"), data, field="source")
             rows.append(map_row(path, lineno, obj, lang))
     notes = {"release": manifest["upstream"]["release"], "splits_sha256": splits,
              "composition": composition(rows, train_fields)}

@@ -39,7 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare
+from jevkedro.family import (OUR_RECORD_SOURCE, check_data_kind, check_record_stamp, expected_for, family_manifest,
+                             make_prepare)
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.reference import reference_report
 from jevkedro.nodes.snapshot import (PreparedView, SnapshotError, SourceFormatError, check_source, count_rows,
@@ -62,7 +63,7 @@ ROLES = ("user", "assistant", "system")
 MAX_OPTIONS = 255  # choice options and score levels (packager check)
 TARGET_SUM_TOLERANCE = 1e-6
 UNKNOWN_SLICE = "unknown"  # domain / language bucket when meta lacks them (spec §6, Unknown 2)
-OUR_SOURCE = "jevkedro-synthetic"  # meta.source of every record jevkedro writes (synthetic.py)
+OUR_SOURCE = OUR_RECORD_SOURCE  # meta.source of every record jevkedro writes (synthetic.py)
 VERIFY_MEDIA = ("present", "all", "none")
 OFFICIAL_SLICES = {
     "modality": "modality",
@@ -277,18 +278,6 @@ def map_record(path: Path, lineno: int, obj: dict[str, Any]) -> SnapshotRow:
     )
 
 
-def check_record_stamp(where: str, meta: dict[str, Any], data: str) -> None:
-    """The in-file counterpart of the folder marker: records we write carry ``meta.source`` =
-    ``jevkedro-synthetic``; upstream records never do."""
-    ours = meta.get("source") == OUR_SOURCE
-    if data == "official" and ours:
-        raise SnapshotError(f"{where}: record written by jevkedro (meta.source {OUR_SOURCE!r}), "
-                            "not benchmark data; it cannot be prepared as data=official")
-    if data != "official" and not ours:
-        raise SnapshotError(f"{where}: prepared as {data!r} data, but the record is not marked "
-                            f"meta.source {OUR_SOURCE!r} (it may be the real release)")
-
-
 # ---------------------------------------------------------------------------------------------
 # release-level checks: assets manifest, media bytes, statistics.json
 
@@ -424,7 +413,7 @@ def build(source: str | Path, view: str = "visual_decision_bench", data: str = "
         if rid in seen:
             raise SourceFormatError(f"{where}: benchmark_record_id {rid!r} repeats line {seen[rid]}")
         seen[rid] = lineno
-        check_record_stamp(where, obj["meta"], data)
+        check_record_stamp(where, obj["meta"].get("source"), data, field="meta.source")
         all_rows.append(map_record(eval_path, lineno, obj))
     found = subset_statistics(all_rows)
     statistics = check_statistics(source / STATISTICS, found)
