@@ -20,7 +20,8 @@ from jevkedro.pipelines.visual_decision_bench import synthetic as syn
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "01_raw" / "visual_decision_bench" / "sample"
-SMOKE = Path("/work/shared/upstream/visualdecisionbench/valen-smoke/train.jsonl")
+# Valen's smoke set lives in the project's shared/ folder beside the repository (CI lays it there too)
+SMOKE = ROOT.parent / "shared" / "upstream" / "visualdecisionbench" / "valen-smoke" / "train.jsonl"
 P = Path("eval.jsonl")
 IMG_URL = "assets/visualdecisionbench_image/x-0001.png"
 SHA = "a" * 64
