@@ -1,5 +1,0 @@
-from jevkedro.registry import VIEWS
-
-
-def test_ten_views_registered():
-    assert len(VIEWS) == 10
