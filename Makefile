@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 export KEDRO_DISABLE_TELEMETRY := true
 export DO_NOT_TRACK := 1
 
-.PHONY: setup run test test-all viz mlflow-ui bench clean
+.PHONY: setup run lint test test-all viz mlflow-ui bench clean
 
 setup: $(VENV)/.installed
 
@@ -29,7 +29,10 @@ run: setup
 	$(BIN)/kedro run
 	$(BIN)/python -m jevkedro.summary
 
-test: $(VENV)/.installed-test
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check src tests benchmarks
+
+test: lint
 	$(BIN)/python -m pytest -q
 
 test-all: $(VENV)/.installed-test

@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for family in args.families:
             release = Path(tmp) / family / "release"
-            _, generate = timed(lambda: WRITERS[family](release), 1)
+            _, generate = timed(lambda f=family, r=release: WRITERS[f](r), 1)
             module = FAMILY_BY_NAME[family].module()
             for view in FAMILY_BY_NAME[family].views:
                 results.append({"family": family, "generate": generate,

@@ -36,10 +36,9 @@ def project(tmp_path, monkeypatch) -> Path:
 
 def run_kedro(project: Path, pipeline: str, params: dict[str, Any] | None = None, **run_args: Any) -> dict:
     """Run one registered pipeline of the project copy in-process, as `kedro run` would."""
+    import mlflow
     from kedro.framework.session import KedroSession
     from kedro.framework.startup import bootstrap_project
-
-    import mlflow
 
     bootstrap_project(project)
     try:

@@ -14,8 +14,9 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from conftest import ROOT
 from jevkedro.nodes.snapshot import load_snapshot

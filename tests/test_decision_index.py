@@ -5,7 +5,6 @@ import json
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from conftest import ROOT

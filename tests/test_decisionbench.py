@@ -315,7 +315,8 @@ def test_the_in_file_stamp_is_checked_too(tmp_path):
     rows = syn.generate_rows(n_rows=43)
     write_parquet(tmp_path / "rel" / syn.DATA_FILE, rows)
     write_data_kind_marker(tmp_path / "rel", db.FAMILY, "synthetic", "test")
-    with pytest.raises(SnapshotError, match=r"eval-00000-of-00001\.parquet: prepared as 'synthetic' data, but the file carries no jevkedro marker"):
+    unstamped = r"eval-00000-of-00001\.parquet: prepared as 'synthetic' data, but the file carries no jevkedro marker"
+    with pytest.raises(SnapshotError, match=unstamped):
         db.build(tmp_path / "rel", data="synthetic")
     # ... and a file of ours copied out of its marked folder is still refused as official
     syn.write_release(rows, tmp_path / "ours", "synthetic")

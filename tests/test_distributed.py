@@ -113,9 +113,9 @@ def test_a_rerun_asks_again_what_a_shard_could_not_answer(tmp_path, cluster):
 
 
 def test_after_a_stop_a_shard_finished_meanwhile_keeps_its_answers(tmp_path):
+    from jevkedro.models.base import AdapterResult
     from jevkedro.nodes.distributed import record_unfinished_shards
     from jevkedro.nodes.infer import _record
-    from jevkedro.models.base import AdapterResult
 
     written = tmp_path / "shard-000001-x.jsonl"
     written.write_text(json.dumps(_record("b", AdapterResult(status="ok", response={"answers": {}}), 0.1, "s", False))

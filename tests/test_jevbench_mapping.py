@@ -7,8 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from jevbench_helpers import snapshot_of, task
 
+from jevbench_helpers import snapshot_of, task
 from jevkedro.family import DATA_KIND_MARKER, family_manifest
 from jevkedro.nodes.snapshot import SnapshotError, SourceFormatError, load_snapshot
 from jevkedro.pipelines import jevbench
@@ -163,7 +163,6 @@ def test_official_summary_says_which_jevbench_and_that_a_sample_is_synthetic(tmp
 
 def test_choice_without_criteria_is_unsupported_by_the_embedded_model_and_counts_wrong(tmp_path):
     from jevbench_helpers import record
-
     from jevkedro.models.sparrow import SparrowAdapter
 
     snap = snapshot_of(tmp_path, [task("easy-intent-01", "choice", ["x", "y"], "y", criteria=None)])

@@ -6,12 +6,13 @@ import math
 
 import numpy as np
 import pytest
-from jevbench_helpers import choice, noul, record, snapshot_of, task
 
+from jevbench_helpers import choice, noul, record, snapshot_of, task
+from jevkedro.family import family_manifest
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.validate import build_question_table, validate_answer
-from jevkedro.pipelines.jevbench import official, scoring as S
-from jevkedro.family import family_manifest
+from jevkedro.pipelines.jevbench import official
+from jevkedro.pipelines.jevbench import scoring as S
 
 AB = ["a", "b"]
 

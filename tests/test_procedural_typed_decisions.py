@@ -13,7 +13,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from parquet_rows import write_rows
 
 import jevkedro.pipelines.procedural_typed_decisions as ptd
 from jevkedro.family import DATA_KIND_MARKER, family_manifest
@@ -22,6 +21,7 @@ from jevkedro.nodes.parquet_source import DATA_KIND_KEY, write_release_parquet
 from jevkedro.nodes.snapshot import Snapshot, SnapshotError, SourceFormatError, sha256_file
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.pipelines.procedural_typed_decisions import synthetic
+from parquet_rows import write_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 FILE = "all/test-00000-of-00001.parquet"

@@ -30,12 +30,12 @@ DRIVER = textwrap.dedent("""
 
     root, log_path, endpoint = sys.argv[1:4]
     settings = {"adapter": "systemone", "endpoint": endpoint, "model": "jev-1.13.0", "api_key_env": "",
-                "concurrency": %d, "progress": 0, "fsync": "always"}
+                "concurrency": __CONCURRENCY__, "progress": 0, "fsync": "always"}
     snapshot = verify_snapshot_bytes(load_snapshot(root, "synthetic_view"))
     summary = run_inference(snapshot, make_adapter(settings), PredictionLog(log_path),
                             EngineSettings.from_model(settings), settings)
     print(summary["asked"], summary["reused"], summary["statuses"])
-""" % CONCURRENCY)
+""").replace("__CONCURRENCY__", str(CONCURRENCY))
 
 
 def _complete_lines(path: Path) -> list[dict]:

@@ -14,15 +14,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from parquet_rows import write_rows
 
 import jevkedro.pipelines.typed_decisions as td
 from jevkedro.family import family_manifest, write_data_kind_marker
-from jevkedro.nodes.parquet_source import DATA_KIND_KEY, write_release_parquet
 from jevkedro.nodes import metrics as M
+from jevkedro.nodes.parquet_source import DATA_KIND_KEY, write_release_parquet
 from jevkedro.nodes.snapshot import Snapshot, SnapshotError, SourceFormatError, sha256_file
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.pipelines.typed_decisions import synthetic
+from parquet_rows import write_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 FILE = "all/test-00000-of-00001.parquet"

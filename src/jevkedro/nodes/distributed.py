@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from jevkedro.models import Adapter, make_adapter
-from jevkedro.nodes.infer import (FINAL_STATUSES, EngineSettings, PredictionLog, Progress, _record, ask_all)
 from jevkedro.models.base import AdapterResult
+from jevkedro.nodes.infer import FINAL_STATUSES, EngineSettings, PredictionLog, Progress, _record, ask_all
 from jevkedro.nodes.snapshot import Snapshot, atomic_write_bytes
 
 log = logging.getLogger(__name__)

@@ -46,11 +46,12 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 from tqdm.auto import tqdm
 
@@ -247,7 +248,7 @@ class RetryPolicy:
     backoff_max_s: float = 30.0
 
     @classmethod
-    def from_setting(cls, value: Any) -> "RetryPolicy":
+    def from_setting(cls, value: Any) -> RetryPolicy:
         if value is None:
             return cls()
         if not isinstance(value, Mapping):
@@ -326,7 +327,7 @@ class EngineSettings:
     shard_size: int = 64
 
     @classmethod
-    def from_model(cls, model: Mapping[str, Any]) -> "EngineSettings":
+    def from_model(cls, model: Mapping[str, Any]) -> EngineSettings:
         m = {k: v for k, v in model.items() if v is not None}
         progress = m.get("progress", 5.0)
         engine = cls(

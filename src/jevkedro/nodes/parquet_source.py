@@ -14,9 +14,10 @@ file of ours copied out of its folder can still never be prepared as the real re
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from jevkedro.family import OWN_DATA_KINDS, write_data_kind_marker
 from jevkedro.nodes.snapshot import SourceFormatError, atomic_write_bytes

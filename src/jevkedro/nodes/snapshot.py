@@ -16,10 +16,11 @@ import json
 import os
 import tempfile
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator
+from typing import Any, BinaryIO
 
 from jevkedro import __version__
 from jevkedro.protocol import SnapshotRow, Target, dumps

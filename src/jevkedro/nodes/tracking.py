@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from jevkedro.nodes.report import main_metric
 

@@ -21,9 +21,10 @@ Decisions recorded here (and tested):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from numbers import Real
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 

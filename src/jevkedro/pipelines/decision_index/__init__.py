@@ -34,10 +34,10 @@ import gzip
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare, wire_question
-from jevkedro.nodes.snapshot import (PreparedView, SnapshotError, SourceFile, SourceFormatError, check_source)
+from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFile, SourceFormatError, check_source
 from jevkedro.pipelines.decision_index.edition import GSM8K, RETIRED, edition_03, run_datasets
 from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ RETIRED = {48: "ForecastBench"}  # in selected-rows.jsonl.gz, skipped at read ti
 GSM8K = 30  # its rows are replaced at read time by gsm8k-rows.jsonl.gz
 
 
-@lru_cache(maxsize=None)
+@cache
 def kit_file(name: str) -> dict[str, Any]:
     """A shipped kit file, refused when its bytes differ from the pin."""
     path = KIT_DIR / name
@@ -63,7 +63,7 @@ class Edition:
         return self.gold_weight.get(catalog_id, 1.0)
 
 
-@lru_cache(maxsize=None)
+@cache
 def edition_03() -> Edition:
     idx = kit_file("index-0.3.json")
     area_of = {int(b): a["id"] for a in idx["areas"] for b in a["benchmarks"]}

@@ -24,7 +24,7 @@ hand-computed values (``tests/test_decision_index_scoring.py``). The formulas:
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 

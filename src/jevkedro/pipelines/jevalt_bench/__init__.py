@@ -37,14 +37,20 @@ from typing import Any
 
 import numpy as np
 
-from jevkedro.family import (OUR_RECORD_SOURCE, check_data_kind, check_record_stamp, expected_for, family_manifest,
-                             make_prepare)
+from jevkedro.family import OUR_RECORD_SOURCE, check_data_kind, check_record_stamp, expected_for, family_manifest, make_prepare
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.reference import reference_report
-from jevkedro.nodes.snapshot import (PreparedView, SnapshotError, SourceFormatError, check_source, read_jsonl,
-                                     sha256_file)
-from jevkedro.protocol import (ABSTAIN_OPTION, ABSTAIN_OPTION_TEXTS, FORBIDDEN_REQUEST_KEYS, NOUL_ORDER_FALSE_FIRST,
-                               SnapshotRow, Target, dumps, offers_abstain_option)
+from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, check_source, read_jsonl, sha256_file
+from jevkedro.protocol import (
+    ABSTAIN_OPTION,
+    ABSTAIN_OPTION_TEXTS,
+    FORBIDDEN_REQUEST_KEYS,
+    NOUL_ORDER_FALSE_FIRST,
+    SnapshotRow,
+    Target,
+    dumps,
+    offers_abstain_option,
+)
 
 FAMILY = "jevalt_bench"
 VIEWS = ("jevalt_bench",)

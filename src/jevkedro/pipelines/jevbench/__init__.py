@@ -32,8 +32,8 @@ from typing import Any
 
 from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare
 from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, check_source, read_jsonl
-from jevkedro.protocol import NOUL_ORDER_FALSE_FIRST, SnapshotRow, Target
 from jevkedro.pipelines.jevbench.scoring import NOUL_LABELS
+from jevkedro.protocol import NOUL_ORDER_FALSE_FIRST, SnapshotRow, Target
 
 FAMILY = "jevbench"
 VIEWS = ("jevbench",)

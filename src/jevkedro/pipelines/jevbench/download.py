@@ -19,8 +19,9 @@ import hashlib
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from jevkedro.family import family_manifest
 from jevkedro.nodes.snapshot import atomic_write_bytes, sha256_file

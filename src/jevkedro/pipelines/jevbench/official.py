@@ -26,7 +26,8 @@ ECE, RPS, by tier / family / type / variant) are in ``report.json``'s ``metrics`
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Real
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -238,7 +239,7 @@ class ItemTable:
         return len(self.task_id)
 
     @classmethod
-    def from_items(cls, items: Sequence[Mapping[str, Any]]) -> "ItemTable":
+    def from_items(cls, items: Sequence[Mapping[str, Any]]) -> ItemTable:
         def col(key: str, dtype: Any = object, default: Any = None) -> np.ndarray:
             return np.array([it.get(key, default) for it in items], dtype=dtype)
 
@@ -257,7 +258,7 @@ class ItemTable:
             conf=num("confidence"), brier=num("brier"), abs_err=num("ordinal_abs_error"), tvd=num("tvd_gold"),
         )
 
-    def subset(self, mask: np.ndarray) -> "ItemTable":
+    def subset(self, mask: np.ndarray) -> ItemTable:
         return ItemTable(**{k: v[mask] for k, v in self.__dict__.items()})
 
 

@@ -27,8 +27,9 @@ from __future__ import annotations
 import argparse
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from jevkedro.nodes.parquet_source import write_release_parquet
 

@@ -39,12 +39,18 @@ from typing import Any
 
 import numpy as np
 
-from jevkedro.family import (OUR_RECORD_SOURCE, check_data_kind, check_record_stamp, expected_for, family_manifest,
-                             make_prepare)
+from jevkedro.family import OUR_RECORD_SOURCE, check_data_kind, check_record_stamp, expected_for, family_manifest, make_prepare
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.reference import reference_report
-from jevkedro.nodes.snapshot import (PreparedView, SnapshotError, SourceFormatError, check_source, count_rows,
-                                     read_jsonl, sha256_file)
+from jevkedro.nodes.snapshot import (
+    PreparedView,
+    SnapshotError,
+    SourceFormatError,
+    check_source,
+    count_rows,
+    read_jsonl,
+    sha256_file,
+)
 from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target
 
 FAMILY = "visual_decision_bench"
