@@ -89,16 +89,6 @@ def test_changed_snapshot_refused_before_inference(ran):
     assert not out.exists()
 
 
-def test_a_family_not_built_yet_says_so():
-    # every family is built now; the mechanism stays for the next one added to the registry
-    from jevkedro.registry import ViewNotBuiltError, built_views, not_built
-
-    prepare = not_built("new_family", "issue #99")
-    with pytest.raises(ViewNotBuiltError, match=r"new_family: data preparation is not built yet \(issue #99\)"):
-        prepare()
-    assert len(built_views()) == 10
-
-
 def test_summary_names_the_official_headline_and_unsupported(tmp_path):
     from jevkedro.nodes.report import summary_lines
 

@@ -159,7 +159,7 @@ def run_distributed(snapshot: Snapshot, plog: PredictionLog, engine: EngineSetti
     if not shards:
         return 0, len(done), None
     folder.mkdir(parents=True, exist_ok=True)
-    progress = Progress(asked, snapshot.view, engine.progress_s)
+    progress = Progress(asked, snapshot.view, engine.progress)
     stopped = None
     client, cluster = _client(engine)
     try:
