@@ -19,7 +19,8 @@ ADAPTERS: dict[str, str] = {
 # Settings that configure the engine or name the run rather than the adapter.
 ENGINE_KEYS = {"adapter", "name", "concurrency", "batch_size", "retry", "progress",
                "max_consecutive_failures", "fsync", "fsync_interval_s", "price_input_per_1m",
-               "price_output_per_1m", "executor", "workers", "scheduler", "shard_size"}
+               "price_output_per_1m", "executor", "workers", "scheduler", "shard_size",
+               "shard_store"}
 
 
 def make_adapter(settings: dict[str, Any]) -> Adapter:

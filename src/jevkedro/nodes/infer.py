@@ -42,7 +42,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import sys
 import threading
 import time
@@ -52,6 +51,7 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
+from urllib.parse import urlsplit
 
 from tqdm.auto import tqdm
 
@@ -107,11 +107,6 @@ class PredictionLog:
         self._last_sync = 0.0
         if self.path.is_file():
             self._scan()
-
-    @property
-    def shards_dir(self) -> Path:
-        """Where distributed runs keep their per-shard files (beside the log)."""
-        return self.path.with_name("shards")
 
     def configure(self, fsync: str = "interval", fsync_interval_s: float = 1.0) -> None:
         if fsync not in FSYNC_POLICIES:
@@ -172,7 +167,6 @@ class PredictionLog:
         self.index.clear()
         self._records = None
         self.path.unlink(missing_ok=True)
-        shutil.rmtree(self.shards_dir, ignore_errors=True)
 
     def done(self, snapshot_sha256: str) -> set[str]:
         return {rid for rid, e in self.index.items()
@@ -325,6 +319,7 @@ class EngineSettings:
     workers: int = 2
     scheduler: str | None = None
     shard_size: int = 64
+    shard_store: str | None = None  # dask: fsspec URL or local path of the optional crash-safe shard store
 
     @classmethod
     def from_model(cls, model: Mapping[str, Any]) -> EngineSettings:
@@ -343,6 +338,7 @@ class EngineSettings:
             workers=int(m.get("workers", 2)),
             scheduler=m.get("scheduler") or None,
             shard_size=int(m.get("shard_size", 64)),
+            shard_store=m.get("shard_store") or None,
         )
         if engine.concurrency < 1 or engine.shard_size < 1 or engine.workers < 1:
             raise ValueError("model.concurrency, model.workers and model.shard_size must be at least 1")
@@ -350,6 +346,13 @@ class EngineSettings:
             raise ValueError(f"model.executor must be 'local' or 'dask', got {engine.executor!r}")
         if engine.fsync not in FSYNC_POLICIES:
             raise ValueError(f"model.fsync must be one of {FSYNC_POLICIES}, got {engine.fsync!r}")
+        if engine.shard_store is not None:
+            if not isinstance(engine.shard_store, str):
+                raise ValueError(f"model.shard_store must be an fsspec URL or a local path, got {type(engine.shard_store).__name__}")
+            parts = urlsplit(engine.shard_store)
+            if parts.password is not None or parts.query:  # it is recorded in run.json and as an MLflow param
+                raise ValueError("model.shard_store must not carry a password or a query (tokens); the store's "
+                                 "credentials come from each process's environment (e.g. AWS_* for s3://)")
         return engine
 
     def to_meta(self) -> dict[str, Any]:
