@@ -3,6 +3,7 @@
 import json
 import math
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -122,33 +123,18 @@ def test_tampered_kit_file_is_refused(tmp_path, monkeypatch):
         E.kit_file.cache_clear()
 
 
-# Public Decision Index 0.3 board results (per-benchmark skill as published, and the published
-# index) for three entrants, as listed in the kit's board fixture at f8d21a74 (MIT). Our
-# aggregation must reproduce the published index to the board's two decimals.
-BOARD_03 = {
-    "Jev": (57.96, {25: 0.7143, 30: 0.662, 31: 0.0984, 32: 0.4609, 33: 0.2544, 43: 0.5713, 44: 0.4528, 45: 0.0473,
-                    57: 0.8055, 58: 0.8973, 28: 0.839, 11: 0.5906, 12: 0.6224, 29: 0.9269, 38: 0.2727, 39: 0.8085,
-                    40: 0.3633, 41: 0.4695, 42: 0.6899, 59: 0.5135, 4: 0.7948, 5: 0.8921, 36: 0.4063, 37: 0.4382,
-                    56: 0.251, 61: 0.457, 1: 0.9426, 2: 0.5991, 3: 0.8796, 9: 0.5227, 62: 0.7463, 20: 0.8184,
-                    21: 0.2374, 22: 0.1593, 23: 0.2883, 50: 0.2154, 64: 0.6259}),
-    "Cloudflare clef": (61.71, {25: 0.3129, 30: 0.5214, 31: 0.1777, 32: 0.7421, 33: 0.3257, 43: 0.7857, 44: 0.8816,
-                                45: 0, 57: 0.6173, 58: 0.6178, 28: 0.8706, 11: 0.7303, 12: 0.5502, 29: 0.9757,
-                                38: 0.3103, 39: 0.9425, 40: 0.3103, 41: 0.3901, 42: 0.6689, 59: 0.5758, 4: 0.94,
-                                5: 0.9739, 36: 0.4057, 37: 0.4653, 56: 0.587, 61: 0.3116, 1: 0.9793, 2: 0.6427,
-                                3: 0.9177, 9: 0.8068, 62: 0.6327, 20: 0.9406, 21: 0.3311, 22: 0.148, 23: 0.3396,
-                                50: 0.5454, 64: 0.6284}),
-    "Lavoir": (8.85, {25: 0.0068, 30: 0.0179, 31: 0.0039, 32: 0.0762, 33: 0.0297, 43: 0.0397, 44: 0.0072, 45: 0,
-                      57: 0.0499, 58: 0.0586, 28: 0.0166, 11: 0, 12: 0.0542, 29: 0.2265, 38: 0.0084, 39: 0.3961,
-                      40: 0.309, 41: 0.027, 42: 0.0018, 59: 0, 4: 0.2702, 5: 0.0889, 36: 0.0575, 37: 0.0988, 56: 0,
-                      61: 0.193, 1: 0.1832, 2: 0.1622, 3: 0.2676, 9: 0, 62: 0, 20: 0, 21: 0, 22: 0.0161, 23: 0,
-                      50: 0.0544, 64: 0.1619}),
-}
+# The public Decision Index 0.3 board (the kit's board fixture at f8d21a74, MIT; see
+# tests/fixtures/decision_index/README.md): from each entrant's published per-benchmark skills our
+# aggregation must reproduce its published index to the board's two decimals. (Recomputing those
+# skills from the raw scores is tests/test_decision_index_chance.py.)
+BOARD_03 = json.loads((Path(__file__).parent / "fixtures" / "decision_index" / "board-0.3.json").read_text())["entrants"]
 
 
 @pytest.mark.parametrize("entrant", sorted(BOARD_03))
 def test_index_reproduces_the_public_board(entrant):
     edition = E.edition_03()
-    published, skills = BOARD_03[entrant]
+    published = BOARD_03[entrant]["public_index"]
+    skills = {int(c): b["skill"] for c, b in BOARD_03[entrant]["benchmarks"].items()}
     assert set(skills) == set(edition.area_of)  # the 37 counted benchmarks
     got = S.public_index(skills, edition.area_of, edition.gold_weight, edition.area_weight)["index"]
     assert got == pytest.approx(published, abs=0.01)

@@ -11,8 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import ROOT, run_kedro
-from jevkedro.config import (EngineSettings, ModelSettings, PrepareOptions, SettingsError, check_parameters,
-                             parse_prepare_options)
+from jevkedro.config import EngineSettings, ModelSettings, PrepareOptions, SettingsError, check_parameters, parse_prepare_options
 from jevkedro.models import ADAPTERS, adapter_class, make_adapter
 from jevkedro.registry import VIEWS
 

@@ -23,9 +23,10 @@ import difflib
 import re
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, ClassVar, Literal
+from urllib.parse import urlsplit
 
 from annotated_types import Ge, Gt, Le
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, StrictFloat, StrictInt, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, StrictFloat, StrictInt, ValidationError, field_validator, model_validator
 
 # -- base ------------------------------------------------------------------------------------------
 
@@ -131,6 +132,8 @@ def validation_problems(exc: ValidationError, model: type[BaseModel], prefix: st
         allowed = describe_field(*target) if target else err["msg"]
         if err["type"] == "missing":
             out.append(f"{key}: missing; required: {allowed}")
+        elif err["type"] == "value_error":  # a validator's own rule; the value is not echoed (it may hold a token)
+            out.append(f"{key}: {str(err['msg']).removeprefix('Value error, ')}")
         else:
             out.append(f"{key}: {err.get('input')!r} is not allowed; allowed: {allowed}")
     return out
@@ -187,6 +190,18 @@ class EngineSettings(Settings):
     workers: PositiveInt = Field(2, description="dask: LocalCluster worker processes")
     scheduler: str | None = Field(None, description="dask: address of an existing scheduler")
     shard_size: PositiveInt = Field(64, description="dask: requests per shard")
+    shard_store: str | None = Field(None, description="dask: fsspec URL or local path of the optional crash-safe shard store")
+
+    @field_validator("shard_store")
+    @classmethod
+    def _no_secret_in_store(cls, value: str | None) -> str | None:
+        # recorded in run.json and as an MLflow param: the store's credentials come from each
+        # process's environment (e.g. AWS_* for s3://), never from the URL
+        if value is not None:
+            parts = urlsplit(value)
+            if parts.password is not None or parts.query:
+                raise ValueError("must not carry a password or a query (tokens)")
+        return value
 
     @classmethod
     def from_model(cls, model: Mapping[str, Any]) -> EngineSettings:

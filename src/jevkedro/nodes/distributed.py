@@ -1,27 +1,50 @@
 """Distributed inference on Dask (``model.executor=dask``; optional extra ``dask``).
 
-A view's requests are cut into shards of ``model.shard_size`` consecutive requests **in snapshot
-order** (shard *k* = positions ``k·S … k·S+S−1``, so a shard's identity does not depend on what an
-earlier run finished). Each shard that still has unanswered requests becomes one Dask task; the
-worker builds the adapter from the ``model`` settings (once per worker process), asks the shard's
-missing requests with the same engine as a local run (concurrency, retries, stop rules), and
-writes its records as one file, atomically (temp file + rename)::
+**Shards.** A view's requests are cut into shards of ``model.shard_size`` consecutive requests
+**in snapshot order** (shard *k* = positions ``k·S … k·S+S−1``, so a shard's identity does not
+depend on what an earlier run finished). Each shard that still has unanswered requests becomes
+one Dask task; the worker builds the adapter from the ``model`` settings (once per worker
+process) and asks the shard's missing requests with the same engine as a local run
+(concurrency, retries, stop rules).
 
-    <predictions dir>/shards/<identity digest>/shard-<k>-<digest of the asked ids>-<run token>.jsonl
-
-The driving Kedro process is the only writer of the predictions log: it appends each finished
-shard's records as the shard arrives, and at the start of every run it first merges the final
-records of shard files left by an earlier (killed) run, so finished shards are skipped, and then
-deletes those files (their errors and unattempted requests are asked again, like a local rerun).
+**Records travel back through Dask.** A task's result is its shard's records (a list of
+prediction records plus why the shard stopped, if it did); nothing is read back from a path a
+worker wrote, so workers may run on other hosts without a shared filesystem. The driving Kedro
+process is the only writer of the predictions log: it appends each shard's records as the shard
+finishes and then releases the task (``Future.release``), so its memory does not grow with the
+number of requests. Tasks are submitted in a sliding window of two per worker thread (at least
+two), so the scheduler too holds only the window's requests, and a stop has little to cancel.
 MLflow tracking stays in the driver (workers never touch it).
 
-A worker killed mid-shard loses only that shard's unwritten answers: Dask reschedules the task on
-another worker (``distributed.scheduler.allowed-failures``, 3 by default), and a shard that still
-fails is recorded ``unattempted`` with the reason. A shard that hits a stop rule (401/403/429,
-consecutive infrastructure failures) stops the run: pending shards are cancelled and recorded
-``unattempted``. Without ``model.scheduler`` (an address) a ``LocalCluster`` of ``model.workers``
-processes with one thread each is started for the run; workers read API keys from their own
-environment (a LocalCluster inherits the driver's).
+**Optional shard store** (``model.shard_store``: an fsspec URL such as ``s3://bucket/prefix`` or
+``file:///mnt/shared/shards``, or a local path; default null = none). When set, each worker
+also writes its finished shard to ``<store>/<model.name>/<view>/<identity digest>/`` as
+``shard-<k>-<digest of the asked ids>-<run token>.jsonl``, whole or not at all: on a local or
+mounted filesystem through a temp file and a rename; on object stores (s3, gcs, azure) as one
+PUT, which makes the object visible whole or not at all (they have no rename; a copy would not be
+atomic); on other filesystems through a temp name and ``fs.mv`` (atomic where the server's
+rename is). The driver merges the final records of every shard file there before asking (so
+shards finished for a driver that was killed are not asked again), and once more at the end of
+the run, deleting merged files after the log is synced. A Dask retry of a task whose result was
+lost with its worker finds its own file and asks nothing again. Without a store, a killed driver
+loses only what was in flight: everything already appended is in the log on the driver's disk.
+
+**Clusters.** ``model.scheduler=tcp://host:port`` uses an existing cluster (never closed here);
+without it a ``LocalCluster`` of ``model.workers`` processes with one thread each is started for
+the run and closed after it. Before anything is asked, every worker is checked: jevkedro must be
+importable there at the driver's version, and the variable named by ``model.api_key_env`` must
+be set in the worker's own environment; a mismatch fails the run naming the scheduler, the
+workers and what differs. API keys are never sent: the settings a task receives are the
+``model`` parameters (which carry the variable's *name*), and a setting containing the key's
+value is refused.
+
+**Failures.** A worker killed mid-shard loses that shard's unanswered work: Dask reschedules the
+task on another worker (``distributed.scheduler.allowed-failures``, 3 by default), and a shard
+that still fails is recorded ``unattempted`` with the reason. A shard that hits a stop rule
+(401/403/429, consecutive infrastructure failures) stops the run: shards not yet sent are not
+sent, pending ones are cancelled, and both are recorded ``unattempted``; a shard that finished
+while the stop was handled keeps its answers (from its result, or from the store on the next
+merge).
 """
 
 from __future__ import annotations
@@ -30,8 +53,9 @@ import atexit
 import hashlib
 import json
 import logging
+import os
 import uuid
-from pathlib import Path
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from jevkedro.models import Adapter, make_adapter
@@ -40,6 +64,12 @@ from jevkedro.nodes.infer import FINAL_STATUSES, EngineSettings, PredictionLog, 
 from jevkedro.nodes.snapshot import Snapshot, atomic_write_bytes
 
 log = logging.getLogger(__name__)
+
+SHARD_GLOB = "shard-*.jsonl"
+# Filesystems without an atomic rename whose single PUT is atomic (an object appears whole or not at all).
+OBJECT_STORE_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "memory"})
+# How long to wait for the first worker of an existing cluster (an adaptive one may start at zero).
+WORKER_WAIT_S = 60.0
 
 # Per worker process: adapters already set up, keyed by their settings, and the first-request flag.
 _WORKER_ADAPTERS: dict[str, Adapter] = {}
@@ -64,79 +94,240 @@ def _worker_adapter(settings: dict[str, Any]) -> Adapter:
     return _WORKER_ADAPTERS[key]
 
 
-def run_shard(settings: dict[str, Any], items: list[tuple[str, dict[str, Any]]], shard_path: str,
-              sha: str) -> dict[str, Any]:
-    """Dask task: ask one shard's requests and write its records to ``shard_path`` atomically.
+# -- the shard store (fsspec) -------------------------------------------------------------------
 
-    If the file is already there the shard was finished by an earlier attempt of this task (Dask
-    recomputes a finished task whose result lived on a worker that died): nothing is asked again.
+class ShardFileError(ValueError):
+    """A shard file in the store that is not whole JSONL of records (names URL and line)."""
+
+
+def store_root(setting: str) -> str:
+    """``model.shard_store`` as an absolute URL every process resolves alike: a plain or relative
+    local path becomes ``file:///abs/path`` (relative to the driver's working directory, not the
+    workers')."""
+    from fsspec.core import url_to_fs
+
+    try:
+        fs, root = url_to_fs(setting)
+    except (ImportError, ValueError) as exc:  # unknown protocol, or its library is not installed
+        raise ValueError(f"model.shard_store={setting!r}: {exc}") from None
+    return fs.unstrip_protocol(root.rstrip("/"))
+
+
+def _fs(url: str):
+    from fsspec.core import url_to_fs
+
+    return url_to_fs(url)
+
+
+def _renames_atomically(fs) -> bool:
+    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+    return not protocols & OBJECT_STORE_PROTOCOLS
+
+
+def records_to_jsonl(records: Iterable[dict[str, Any]]) -> bytes:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+
+
+def write_shard(url: str, records: list[dict[str, Any]]) -> None:
+    """Write a shard file whole or not at all (see the module docstring for what holds where)."""
+    from fsspec.implementations.local import LocalFileSystem
+
+    fs, path = _fs(url)
+    body = records_to_jsonl(records)
+    if isinstance(fs, LocalFileSystem):
+        atomic_write_bytes(path, body)  # temp file in the same folder, fsync, rename
+        return
+    parent = fs._parent(path)
+    fs.makedirs(parent, exist_ok=True)
+    if not _renames_atomically(fs):
+        tmp = f"{parent}/.{path.rsplit('/', 1)[-1]}.{uuid.uuid4().hex[:8]}.tmp"
+        fs.pipe_file(tmp, body)
+        fs.mv(tmp, path)
+    else:
+        fs.pipe_file(path, body)
+
+
+def read_shard(url: str) -> list[dict[str, Any]]:
+    fs, path = _fs(url)
+    records = []
+    for lineno, line in enumerate(fs.cat_file(path).decode("utf-8").splitlines(), start=1):
+        try:
+            rec = json.loads(line)
+            if not isinstance(rec.get("request_id"), str) or not isinstance(rec.get("status"), str):
+                raise ValueError("no request_id/status")
+        except (ValueError, AttributeError) as exc:
+            raise ShardFileError(f"{url}:{lineno}: not a prediction record ({exc}); shard files are written whole, "
+                                 "so this one was changed or cut by something else: move it away to ask its "
+                                 "requests again") from None
+        records.append(rec)
+    return records
+
+
+def list_shards(folder_url: str) -> list[str]:
+    fs, folder = _fs(folder_url)
+    fs.invalidate_cache()  # object-store listings are cached per filesystem instance
+    return sorted(fs.unstrip_protocol(p) for p in fs.glob(f"{folder}/{SHARD_GLOB}"))
+
+
+def merge_store(folder_url: str, plog: PredictionLog, sha: str) -> int:
+    """Append to the log the final records of the store's shard files it does not have yet, make
+    the log durable, then delete those files (everything worth keeping is in the log now, and a
+    shard file must not stand in for a later run's shard). Returns how many records were merged."""
+    urls = list_shards(folder_url)
+    if not urls:
+        return 0
+    done = plog.done(sha)
+    merged = 0
+    for url in urls:
+        for rec in read_shard(url):
+            if rec["status"] in FINAL_STATUSES and rec.get("snapshot_sha256") == sha and rec["request_id"] not in done:
+                plog.append(rec)
+                done.add(rec["request_id"])
+                merged += 1
+    plog.sync()
+    fs, _ = _fs(folder_url)
+    fs.rm([fs._strip_protocol(u) for u in urls])
+    return merged
+
+
+# -- the task -----------------------------------------------------------------------------------
+
+def run_shard(settings: dict[str, Any], items: list[tuple[str, dict[str, Any]]], sha: str,
+              shard_url: str | None = None) -> dict[str, Any]:
+    """Dask task: ask one shard's requests; returns ``{"records": [...], "stopped": why or None}``.
+
+    With a shard store (``shard_url``) the records are also written there whole before returning;
+    if that file is already there, an earlier attempt of this very task (same run token) finished
+    it and its result was lost with its worker: nothing is asked again.
     """
-    done = Path(shard_path)
-    if done.is_file():
-        lines = done.read_text(encoding="utf-8").splitlines()
-        stopped = next((json.loads(x)["error"] for x in lines if json.loads(x)["status"] == "unattempted"), None)
-        return {"path": shard_path, "n": len(lines), "stopped": stopped}
+    if shard_url is not None:
+        fs, path = _fs(shard_url)
+        if fs.exists(path):
+            records = read_shard(shard_url)
+            return {"records": records, "stopped": next((r["error"] for r in records if r["status"] == "unattempted"), None)}
     adapter = _worker_adapter(settings)
     engine = EngineSettings.from_model(settings)
     records: list[dict[str, Any]] = []
     stopped = ask_all(adapter, items, engine, sha, records.append, _WORKER_FIRST)
-    body = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-    atomic_write_bytes(shard_path, body.encode("utf-8"))
-    return {"path": shard_path, "n": len(records), "stopped": stopped}
+    if shard_url is not None:
+        write_shard(shard_url, records)
+    return {"records": records, "stopped": stopped}
 
 
 def shard_of(position: int, shard_size: int) -> int:
     return position // shard_size
 
 
-def merge_shard_files(folder: Path, plog: PredictionLog, sha: str) -> int:
-    """Append to the log the final records of shard files it does not have yet, make the log
-    durable, then delete the shard files (everything worth keeping is in the log now, and a shard
-    file must not stand in for a later run's shard). Returns how many records were merged."""
-    if not folder.is_dir():
-        return 0
-    done = plog.done(sha)
-    merged = 0
-    paths = sorted(folder.glob("shard-*.jsonl"))
-    for path in paths:
-        for line in path.read_text(encoding="utf-8").splitlines():
-            rec = json.loads(line)  # shard files are written whole (atomic rename): no torn lines
-            if rec.get("status") in FINAL_STATUSES and rec.get("snapshot_sha256") == sha and rec["request_id"] not in done:
-                plog.append(rec)
-                done.add(rec["request_id"])
-                merged += 1
-    plog.sync()
-    for path in paths:
-        path.unlink()
-    return merged
+def task_settings(settings: dict[str, Any], adapter: Adapter) -> dict[str, Any]:
+    """The ``model`` settings as sent to every task. They name the key's environment variable and
+    never hold its value: workers read the key from their own environment. A setting that contains
+    the value the driver's environment has for that variable is refused (naming the setting)."""
+    key_env = getattr(adapter, "key_env", None)
+    key = os.environ.get(key_env, "") if key_env else ""
+    if key:
+        def walk(value: Any, where: str) -> Iterator[str]:
+            if isinstance(value, str) and key in value:
+                yield where
+            elif isinstance(value, dict):
+                for k, v in value.items():
+                    yield from walk(v, f"{where}.{k}")
+            elif isinstance(value, (list, tuple)):
+                for i, v in enumerate(value):
+                    yield from walk(v, f"{where}[{i}]")
+
+        leaks = [where for k, v in settings.items() for where in walk(v, f"model.{k}")]
+        if leaks:
+            raise ValueError(f"{', '.join(leaks)} contains the value of {key_env}: settings are sent to every Dask "
+                             f"worker and logged as MLflow params; name the variable in model.api_key_env and set it "
+                             f"in each worker's environment instead")
+    return dict(settings)
 
 
-def record_unfinished_shards(plog: PredictionLog, shards: list[tuple[int, list[tuple[str, Any]], Path]],
-                             stopped: str | None, sha: str, probability_source: str) -> int:
-    """After a stop, record the shards the driver did not collect: a shard whose file is written
-    (it finished while the stop was being handled) keeps its answers; the rest is ``unattempted``.
-    Returns the number of requests recorded."""
+def record_unattempted(plog: PredictionLog, items: Iterable[tuple[str, Any]], why: str, sha: str,
+                       probability_source: str) -> int:
+    """Record ``items`` as ``unattempted`` with ``why``; returns how many."""
     n = 0
-    for _k, items, path in shards:
-        if path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                plog.append(json.loads(line))
-        else:
-            for rid, _ in items:
-                plog.append(_record(rid, AdapterResult(status="unattempted", error=f"run stopped: {stopped}"),
-                                    None, sha, False, probability_source))
-        n += len(items)
+    for rid, _ in items:
+        plog.append(_record(rid, AdapterResult(status="unattempted", error=why), None, sha, False, probability_source))
+        n += 1
     return n
 
 
+# -- the cluster --------------------------------------------------------------------------------
+
+def _worker_probe(key_env: str | None):
+    """A function for ``client.run`` that reports what a worker has. Defined inside a function so
+    that it is pickled by value: it must run on a worker that cannot import jevkedro (to say so)."""
+
+    def probe() -> dict[str, Any]:
+        import os as _os
+
+        try:
+            import jevkedro
+
+            version, error = getattr(jevkedro, "__version__", None), None
+        except Exception as exc:  # not installed, or broken: reported, not raised
+            version, error = None, f"{type(exc).__name__}: {exc}"
+        return {"jevkedro": version, "error": error,
+                "key_set": bool(_os.environ.get(key_env)) if key_env else None}
+
+    return probe
+
+
+def worker_problems(probes: dict[str, Any], version: str, key_env: str | None) -> list[str]:
+    """What is wrong with each worker, from its probe (or the exception ``client.run`` returned)."""
+    problems = []
+    for worker, probe in sorted(probes.items()):
+        if isinstance(probe, BaseException):
+            problems.append(f"worker {worker} could not be checked ({type(probe).__name__}: {probe})")
+            continue
+        if probe["error"]:
+            problems.append(f"worker {worker} cannot import jevkedro ({probe['error']}); install jevkedro {version} there")
+        elif probe["jevkedro"] != version:
+            problems.append(f"worker {worker} has jevkedro {probe['jevkedro']}, this driver {version}; install the same "
+                            f"version on every worker")
+        elif key_env and not probe["key_set"]:
+            problems.append(f"worker {worker} has no {key_env} in its environment (model.api_key_env): keys are read "
+                            f"from each worker's own environment and never sent to it")
+    return problems
+
+
+def check_workers(client, where: str, key_env: str | None) -> int:
+    """Fail before anything is asked if a worker lacks jevkedro at this version or the API key
+    variable. Returns the number of workers checked."""
+    import jevkedro
+
+    probes = client.run(_worker_probe(key_env), on_error="return")
+    problems = worker_problems(probes, jevkedro.__version__, key_env)
+    if problems:
+        raise RuntimeError(f"Dask cluster at {where}: " + "; ".join(problems))
+    return len(probes)
+
+
 def _client(engine: EngineSettings):
+    """(client, cluster we started or None, where: the scheduler for messages)."""
     from distributed import Client, LocalCluster
 
     if engine.scheduler:
-        return Client(engine.scheduler), None
+        where = f"model.scheduler={engine.scheduler}"
+        try:
+            client = Client(engine.scheduler)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise RuntimeError(f"{where}: cannot connect to the Dask scheduler ({type(exc).__name__}: {exc})") from None
+        try:
+            client.wait_for_workers(1, timeout=WORKER_WAIT_S)
+        except TimeoutError:
+            client.close()
+            raise RuntimeError(f"{where}: no worker joined within {WORKER_WAIT_S:g}s") from None
+        return client, None, where
     cluster = LocalCluster(n_workers=engine.workers, threads_per_worker=1, processes=True,
                            dashboard_address=None)
-    return Client(cluster), cluster
+    return Client(cluster), cluster, f"a LocalCluster ({cluster.scheduler_address})"
+
+
+def _window(client) -> int:
+    """Tasks kept submitted at once: two per worker thread (one running, one queued), at least two."""
+    return max(2, 2 * sum(client.nthreads().values()))
 
 
 def run_distributed(snapshot: Snapshot, plog: PredictionLog, engine: EngineSettings, settings: dict[str, Any],
@@ -144,11 +335,15 @@ def run_distributed(snapshot: Snapshot, plog: PredictionLog, engine: EngineSetti
     """Shard the missing requests over Dask workers; returns (asked, reused, stopped)."""
     from distributed import as_completed
 
-    folder = plog.shards_dir / digest
-    merged = merge_shard_files(folder, plog, snapshot.sha256)
-    if merged:
-        log.info("%s: merged %d answers from finished shards of an earlier run", snapshot.view, merged)
-    done = plog.done(snapshot.sha256)
+    sha, source = snapshot.sha256, adapter.probability_source
+    folder = None
+    if engine.shard_store:
+        folder = "/".join([store_root(engine.shard_store), *([str(settings["name"])] if settings.get("name") else []),
+                           snapshot.view, digest])
+        merged = merge_store(folder, plog, sha)
+        if merged:
+            log.info("%s: merged %d answers from finished shards in %s", snapshot.view, merged, folder)
+    done = plog.done(sha)
     shards: dict[int, list[tuple[str, dict[str, Any]]]] = {}
     for pos, (rid, req) in enumerate(snapshot.requests()):
         if rid not in done:
@@ -158,43 +353,71 @@ def run_distributed(snapshot: Snapshot, plog: PredictionLog, engine: EngineSetti
              snapshot.view, len(snapshot.rows), len(done), asked, len(shards), adapter.kind)
     if not shards:
         return 0, len(done), None
-    folder.mkdir(parents=True, exist_ok=True)
+    sent_settings = task_settings(settings, adapter)
+    client, cluster, where = _client(engine)
     progress = Progress(asked, snapshot.view, engine.progress)
     stopped = None
-    client, cluster = _client(engine)
     try:
-        futures = {}
-        run_token = uuid.uuid4().hex[:8]  # a Dask retry of a task finds its file; a later run never does
-        for k, items in shards.items():
-            ids = hashlib.sha256("\n".join(rid for rid, _ in items).encode("utf-8")).hexdigest()[:12]
-            path = folder / f"shard-{k:06d}-{ids}-{run_token}.jsonl"
-            fut = client.submit(run_shard, settings, items, str(path), snapshot.sha256,
-                                key=f"jevkedro-shard-{digest[:8]}-{k}-{uuid.uuid4().hex[:8]}", pure=False)
-            futures[fut] = (k, items, path)
-        unfinished = dict(futures)
-        for fut in as_completed(list(futures)):
-            k, items, _ = unfinished.pop(fut)
+        n_workers = check_workers(client, where, getattr(adapter, "key_env", None))
+        log.info("%s: %d shards on %s (%d workers)", snapshot.view, len(shards), where, n_workers)
+        run_token = uuid.uuid4().hex[:8]  # a Dask retry of a task finds its store file; a later run never does
+        todo = iter(shards.items())
+        live: dict[Any, tuple[int, list[tuple[str, dict[str, Any]]]]] = {}
+        finished = as_completed()
+
+        def submit_more() -> None:
+            limit = _window(client)
+            while len(live) < limit:
+                nxt = next(todo, None)
+                if nxt is None:
+                    return
+                k, items = nxt
+                url = None
+                if folder is not None:
+                    ids = hashlib.sha256("\n".join(rid for rid, _ in items).encode("utf-8")).hexdigest()[:12]
+                    url = f"{folder}/shard-{k:06d}-{ids}-{run_token}.jsonl"
+                fut = client.submit(run_shard, sent_settings, items, sha, url,
+                                    key=f"jevkedro-shard-{digest[:8]}-{k}-{uuid.uuid4().hex[:8]}", pure=False)
+                live[fut] = (k, items)
+                finished.add(fut)
+
+        def collect(fut, k: int, items: list[tuple[str, Any]]) -> str | None:
+            """Append a finished task's records (or the shard's failure); returns why it stopped."""
             try:
                 result = fut.result()
             except Exception as exc:  # the shard's task failed on every worker it was given (e.g. KilledWorker)
                 log.error("%s: shard %d failed: %s: %s", snapshot.view, k, type(exc).__name__, exc)
-                for rid, _ in items:
-                    plog.append(_record(rid, AdapterResult(status="unattempted",
-                                                           error=f"shard {k} failed: {type(exc).__name__}: {exc}"),
-                                        None, snapshot.sha256, False, adapter.probability_source))
-                progress.update(len(items))
-                continue
-            for line in Path(result["path"]).read_text(encoding="utf-8").splitlines():
-                plog.append(json.loads(line))
-            progress.update(result["n"])
-            if result["stopped"]:
-                stopped = result["stopped"]
+                progress.update(record_unattempted(plog, items, f"shard {k} failed: {type(exc).__name__}: {exc}",
+                                                   sha, source))
+                return None
+            finally:
+                fut.release()  # the records live in the log now, not in the cluster's memory
+            for rec in result["records"]:
+                plog.append(rec)
+            progress.update(len(result["records"]))
+            return result["stopped"]
+
+        submit_more()
+        for fut in finished:
+            k, items = live.pop(fut)
+            stopped = collect(fut, k, items)
+            if stopped:
                 log.error("%s: shard %d stopped the run: %s", snapshot.view, k, stopped)
                 break
-        for fut in unfinished:  # after a stop: send no more shards
-            fut.cancel()
-        progress.update(record_unfinished_shards(plog, list(unfinished.values()), stopped, snapshot.sha256,
-                                                 adapter.probability_source))
+            submit_more()
+        if stopped:
+            why = f"run stopped: {stopped}"
+            for fut, (k, items) in list(live.items()):
+                if fut.status == "finished":  # finished while the stop was handled: keep its answers
+                    collect(fut, k, items)
+                else:  # pending ones are dropped; one already running finishes into the store, if any
+                    fut.cancel()
+                    fut.release()
+                    progress.update(record_unattempted(plog, items, why, sha, source))
+            for _k, items in todo:  # never sent
+                progress.update(record_unattempted(plog, items, why, sha, source))
+        if folder is not None:
+            merge_store(folder, plog, sha)  # shards finished during a stop; and deletes this run's files
     finally:
         progress.close()
         client.close()

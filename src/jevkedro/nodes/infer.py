@@ -42,7 +42,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import sys
 import threading
 import time
@@ -108,11 +107,6 @@ class PredictionLog:
         if self.path.is_file():
             self._scan()
 
-    @property
-    def shards_dir(self) -> Path:
-        """Where distributed runs keep their per-shard files (beside the log)."""
-        return self.path.with_name("shards")
-
     def configure(self, fsync: str = "interval", fsync_interval_s: float = 1.0) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"model.fsync must be one of {FSYNC_POLICIES}, got {fsync!r}")
@@ -172,7 +166,6 @@ class PredictionLog:
         self.index.clear()
         self._records = None
         self.path.unlink(missing_ok=True)
-        shutil.rmtree(self.shards_dir, ignore_errors=True)
 
     def done(self, snapshot_sha256: str) -> set[str]:
         return {rid for rid, e in self.index.items()

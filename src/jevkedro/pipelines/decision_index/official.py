@@ -2,7 +2,7 @@
 
 Input: the verified snapshot and the validated question table (``records``: every question of
 every request in snapshot order, with its probabilities, status and target). Steps, per
-benchmark (``catalog_id``) and, for the edition's track-scored benchmarks, per track:
+benchmark (``catalog_id``) and, where its chance rule splits it, per track:
 
 1. a request is *answered* when its status is ``ok`` and every scored question has a valid
    answer; a linked case (requests sharing ``_evaluation.group_id`` in one benchmark) is
@@ -10,8 +10,12 @@ benchmark (``catalog_id``) and, for the edition's track-scored benchmarks, per t
    does not unanswer a request (family spec §7.7, decided);
 2. the native metric (:data:`NATIVE_METRIC`) over the answered requests' scored fields; the
    predicted option is the argmax, ties to the first option in source order;
-3. ``raw = native * answered / requests``; track-scored benchmarks average their tracks' raw;
-4. ``skill = clip((raw - chance) / (1 - chance), 0, 1)`` with ``chance`` from ``index-0.3.json``;
+3. ``raw = native * answered / requests``;
+4. chance correction by the benchmark's rule, read from ``chance[id].method`` of ``index-0.3.json``
+   (:mod:`.edition`): pooled, ``skill = clip((raw - chance) / (1 - chance), 0, 1)``; per track
+   (GSM8K), each option-count track corrected against ``1 / options`` and clipped, then
+   ``skill`` = mean of the track skills and ``raw`` = mean of the track raws; headline track
+   (iSarcasmEval), raw and skill of that track alone;
 5. ``balanced_skill`` (headline) = 100 x area-weighted mean of gold-weighted area means of
    skills over the 37 counted benchmarks; ``balanced_raw`` the same with raw; ``breadth_skill``
    the weighted geometric mean of area skills. A counted benchmark without requests counts 0
@@ -31,7 +35,15 @@ import numpy as np
 
 from jevkedro.nodes.snapshot import Snapshot, SnapshotError
 from jevkedro.pipelines.decision_index import scoring as S
-from jevkedro.pipelines.decision_index.edition import edition_03, run_datasets
+from jevkedro.pipelines.decision_index.edition import (
+    TASK_TRACK,
+    ChanceRule,
+    HeadlineTrackCorrection,
+    PerTrackCorrection,
+    PooledCorrection,
+    edition_03,
+    run_datasets,
+)
 
 SCORER = ("decision-index-0.3 public index (kit rules of index02.py + index-0.3.json, reimplemented by "
           "jevkedro; not the kit's program)")
@@ -125,7 +137,7 @@ def collect(snapshot: Snapshot, table) -> dict[int, dict[str, np.ndarray]]:
             valid = table.status[i] == "ok"
             per[cid].add(
                 request=row.request_id, group=group, track=str(row.slices.get("track")), query=group, macro=macro,
-                status=table.status[i], valid=valid, scored=scored, label=label, pred=pred,
+                status=table.status[i], valid=valid, scored=scored, label=label, pred=pred, options=k,
                 correct=scored and pred in accepted, positive=pos if pos is not None else -1,
                 score=float(probs[rel]) if (rel is not None and valid) else -1.0, gain=gain)
             i += 1
@@ -186,31 +198,95 @@ def score_part(metric: str, a: dict[str, np.ndarray], answered: dict[str, bool])
             "scored_fields": int(a["scored"].astype(bool).sum())}
 
 
+def _tracks(metric: str, a: dict[str, np.ndarray], answered: dict[str, bool]) -> dict[str, dict[str, Any]]:
+    """``score_part`` of every track of a benchmark, in data order."""
+    out = {}
+    for track in dict.fromkeys(a["track"].tolist()):
+        m = a["track"] == track
+        out[track] = score_part(metric, {k: v[m] for k, v in a.items()}, answered)
+    return out
+
+
+def _track_options(cid: int, track: str, a: dict[str, np.ndarray]) -> int:
+    """The one option count of a track's scored questions."""
+    m = (a["track"] == track) & a["scored"].astype(bool)
+    counts = sorted(set(a["options"][m].astype(int).tolist()))
+    if len(counts) != 1:
+        raise SnapshotError(f"benchmark {cid} track {track!r}: its scored questions have {counts} options; "
+                            "a per-track chance needs one option count per track")
+    return counts[0]
+
+
+def corrected(cid: int, rule: ChanceRule, metric: str, a: dict[str, np.ndarray], answered: dict[str, bool],
+              whole: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``native``, ``raw``, ``coverage`` and ``skill`` of a counted benchmark under its chance rule
+    (``whole``: ``score_part`` of all of its questions, when already computed)."""
+    whole = whole or score_part(metric, a, answered)
+    if isinstance(rule, PooledCorrection):
+        return {"native": whole["native"], "raw": whole["raw"], "coverage": whole["coverage"],
+                "chance_rule": "pooled", "skill": rule.skill(whole["raw"])}
+    tracks = _tracks(metric, a, answered)
+    if isinstance(rule, PerTrackCorrection):
+        by_options: dict[int, str] = {}
+        for track in tracks:
+            k = _track_options(cid, track, a)
+            if k not in rule.option_counts or k in by_options:
+                raise SnapshotError(f"benchmark {cid}: track {track!r} has {k} options; the edition corrects one "
+                                    f"track each of {list(rule.option_counts)} options ({rule.method!r})")
+            by_options[k] = track
+            tracks[track].update(options=k, chance=rule.track_chance(k), skill=S.skill(tracks[track]["raw"], rule.track_chance(k)))
+        if set(by_options) != set(rule.option_counts):
+            raise SnapshotError(f"benchmark {cid}: tracks {sorted(tracks)} cover {sorted(by_options)} options; the "
+                                f"edition corrects one track each of {list(rule.option_counts)} options")
+        parts = [tracks[by_options[k]] for k in rule.option_counts]
+        return {"native": float(np.mean([t["native"] for t in parts])), "raw": float(np.mean([t["raw"] for t in parts])),
+                "coverage": float(np.mean([t["coverage"] for t in parts])), "chance_rule": "per_track",
+                "skill": rule.skill({k: tracks[by_options[k]]["raw"] for k in rule.option_counts}), "tracks": tracks}
+    if isinstance(rule, HeadlineTrackCorrection):
+        heads = [t for t in tracks if rule.is_headline(t)]
+        if len(heads) == 1:
+            head = tracks[heads[0]]
+            return {"native": head["native"], "raw": head["raw"], "coverage": head["coverage"], "chance_rule": "headline_track",
+                    "scored_track": heads[0], "skill": rule.skill(head["raw"]), "tracks": tracks}
+        if heads or any(TASK_TRACK.search(t) for t in tracks):
+            raise SnapshotError(f"benchmark {cid}: {len(heads)} tracks end in {rule.track_suffix!r} among {sorted(tracks)}; "
+                                f"the edition scores exactly one ({rule.method!r})")
+        # rows without task tracks (our synthetic sample): the benchmark is its only track
+        return {"native": whole["native"], "raw": whole["raw"], "coverage": whole["coverage"], "chance_rule": "headline_track",
+                "scored_track": None, "note": f"no task tracks in the rows; all of them scored as track {rule.task} {rule.language}",
+                "skill": rule.skill(whole["raw"])}
+    raise TypeError(f"unknown chance rule {rule!r}")
+
+
 def score_benchmark(cid: int, a: dict[str, np.ndarray]) -> dict[str, Any]:
     edition = edition_03()
     metric = NATIVE_METRIC.get(cid, "accuracy")
     answered = answered_requests(a)
     out: dict[str, Any] = {"name": run_datasets().get(cid, edition.names.get(cid)), "metric": metric}
+    rule = edition.rules.get(cid)
     try:
-        if cid in edition.track_scored:
-            tracks = {}
-            for track in dict.fromkeys(a["track"].tolist()):
-                m = a["track"] == track
-                tracks[track] = score_part(metric, {k: v[m] for k, v in a.items()}, answered)
-            out.update(score_part(metric, a, answered))
-            out["native"] = float(np.mean([t["native"] for t in tracks.values()]))
-            out["raw"] = float(np.mean([t["raw"] for t in tracks.values()]))
-            out["tracks"] = tracks
-        else:
-            out.update(score_part(metric, a, answered))
+        whole = score_part(metric, a, answered)
+        out.update(whole)  # requests and answered: every request of the benchmark
+        if rule is not None:
+            out.update(corrected(cid, rule, metric, a, answered, whole))
     except SnapshotError as exc:
         out.update({"error": str(exc), "native": 0.0, "raw": 0.0})
-    if cid in edition.chance:
+        if rule is not None:
+            out["skill"] = 0.0
+    if rule is not None:
         out["chance"] = edition.chance[cid]
-        out["skill"] = S.skill(out["raw"], edition.chance[cid])
     if cid in edition.area_of:
         out.update({"area": edition.area_of[cid], "weight": edition.weight(cid), "gold": cid in edition.gold_weight})
     return out
+
+
+def _rule_line(rule: ChanceRule) -> str:
+    if isinstance(rule, PerTrackCorrection):
+        return (f"per track: the {' and '.join(map(str, rule.option_counts))}-option tracks each corrected against "
+                "1/options and clipped, then skill and raw averaged over the tracks")
+    if isinstance(rule, HeadlineTrackCorrection):
+        return f"only track {rule.task} {rule.language} (track id ending {rule.track_suffix!r}), corrected once"
+    return "pooled"
 
 
 def official_report(snapshot: Snapshot, table) -> dict[str, Any]:
@@ -256,9 +332,10 @@ def official_report(snapshot: Snapshot, table) -> dict[str, Any]:
             "unscored_questions": "target unscored (expected null, or unscored_fields): in no metric; failing "
                                   "only on them leaves the request answered",
             "argmax_ties": "first option in source order",
-            "chance": "index-0.3.json chance[catalog_id].chance; skill = clip((raw - chance)/(1 - chance), 0, 1)",
+            "chance": "index-0.3.json chance[catalog_id]: its method picks the rule, its chance the level; "
+                      "skill = clip((raw - chance)/(1 - chance), 0, 1)",
+            "chance_rules": {str(c): _rule_line(r) for c, r in edition.rules.items() if not isinstance(r, PooledCorrection)},
             "weights": "gold benchmarks 1.2 inside their area, others 1.0; fixed area weights",
-            "track_scored": sorted(edition.track_scored),
             "areas_from": "index-0.3.json areas (WinoGrande 28 in knowledge; ACOS 38 counted in language)",
             "generic_accuracy": "diagnostic only (report.json); never replaces the index",
         },
