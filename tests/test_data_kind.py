@@ -8,10 +8,10 @@ import shutil
 import pytest
 import yaml
 
-from conftest import ROOT, ZH_RAW
 from jevkedro.family import DATA_KIND_MARKER, check_data_kind, prepare_view, write_data_kind_marker
 from jevkedro.nodes.snapshot import SnapshotError
 from jevkedro.registry import FAMILY_BY_NAME
+from support import ROOT, ZH_RAW
 
 # every family that ships a sample (data kind "sample" in its conf/base parameters)
 SAMPLE_FAMILIES = ("decision_index", "decisionbench", "jevalt_bench", "jevbench", "procedural_typed_decisions",

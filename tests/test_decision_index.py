@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
 from jevkedro.config import parse_prepare_options
 from jevkedro.family import DATA_KIND_MARKER, family_manifest, prepare_view
 from jevkedro.nodes.snapshot import SnapshotError, SourceFormatError, commit_dataset, load_snapshot, render_tsv
@@ -17,6 +16,7 @@ from jevkedro.pipelines import decision_index as di
 from jevkedro.pipelines.decision_index.edition import edition_03
 from jevkedro.pipelines.decision_index.official import official_report
 from jevkedro.protocol import FORBIDDEN_REQUEST_KEYS
+from support import ROOT
 
 SAMPLE = ROOT / "data" / "01_raw" / "decision_index" / "sample"
 VIEW = "decision_index"
@@ -324,8 +324,9 @@ def test_every_counted_benchmark_has_a_native_metric_and_chance(snapshot):
 # kedro run, out of the box
 
 
+@pytest.mark.e2e
 def test_kedro_run_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
-    from kedro_project_run import kedro_run, make_project, reports
+    from support import kedro_run, make_project, reports
 
     project = make_project(tmp_path, ["decision_index"])
     assert (project / "data/01_raw/decision_index/sample" / DATA_KIND_MARKER).is_file()

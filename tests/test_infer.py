@@ -6,12 +6,12 @@ import threading
 
 import pytest
 
-from conftest import ZH_RAW
 from jevkedro.models import Adapter, AdapterResult, StopRun, make_adapter
 from jevkedro.models.sparrow import SparrowAdapter
 from jevkedro.nodes.infer import PredictionLog, run_inference
 from jevkedro.nodes.snapshot import SnapshotError, load_snapshot, verify_snapshot_bytes
 from jevkedro.pipelines import zh_decision_bench as zh
+from support import ZH_RAW
 
 
 class CountingAdapter(Adapter):

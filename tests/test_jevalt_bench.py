@@ -419,8 +419,9 @@ def test_full_scale_synthetic_release_reproduces_the_published_counts(tmp_path):
 # the Kedro view, out of the box
 
 
+@pytest.mark.e2e
 def test_kedro_run_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
-    from kedro_project_run import kedro_run, make_project, mlflow_tags, replay_file, reports
+    from support import kedro_run, make_project, mlflow_tags, replay_file, reports
 
     project = make_project(tmp_path, ["jevalt_bench"])
     kedro_run(project, "jevalt_bench")

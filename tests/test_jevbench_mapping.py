@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from jevbench_helpers import snapshot_of, task
 from jevkedro.config import parse_prepare_options
 from jevkedro.family import DATA_KIND_MARKER, family_manifest, prepare_view
 from jevkedro.nodes.snapshot import SnapshotError, SourceFormatError, load_snapshot, render_tsv
 from jevkedro.pipelines import jevbench
 from jevkedro.pipelines.jevbench import official
 from jevkedro.registry import VIEWS
+from support import jevbench_snapshot_of as snapshot_of
+from support import task
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "01_raw" / "jevbench" / "sample"
 COMMIT = "bb05a335bc809e61b20c0f745d25499a82b326fc"
@@ -185,8 +186,8 @@ def test_official_summary_says_which_jevbench_and_that_a_sample_is_synthetic(tmp
 
 
 def test_choice_without_criteria_is_unsupported_by_the_embedded_model_and_counts_wrong(tmp_path):
-    from jevbench_helpers import record
     from jevkedro.models.sparrow import SparrowAdapter
+    from support import record
 
     snap = snapshot_of(tmp_path, [task("easy-intent-01", "choice", ["x", "y"], "y", criteria=None)])
     question = snap.rows[0].request["questions"]["decision"]

@@ -24,7 +24,7 @@ from jevkedro.nodes.parquet_source import DATA_KIND_KEY, write_release_parquet
 from jevkedro.nodes.snapshot import Snapshot, SnapshotError, SourceFormatError, render_tsv, sha256_file
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.pipelines.procedural_typed_decisions import synthetic
-from parquet_rows import write_rows
+from support import write_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 FILE = "all/test-00000-of-00001.parquet"
@@ -269,8 +269,9 @@ def test_shipped_sample_is_pinned_marked_and_covers_every_task_and_level(tmp_pat
 # --- end to end ------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_kedro_run_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
-    from kedro_project_run import kedro_run, make_project, mlflow_tags, report, write_replay
+    from support import kedro_run, make_project, mlflow_tags, report, write_replay
 
     project = make_project(tmp_path, ["procedural_typed_decisions"])
     view = "procedural_typed_decisions"

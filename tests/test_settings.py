@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import ROOT, run_kedro
 from jevkedro.config import EngineSettings, ModelSettings, PrepareOptions, SettingsError, check_parameters, parse_prepare_options
 from jevkedro.models import ADAPTERS, adapter_class, make_adapter
 from jevkedro.registry import VIEWS
+from support import ROOT, run_kedro
 
 BASE = {"adapter": "sparrow", "name": "m"}
 
@@ -149,15 +149,18 @@ TYPOS = [
 ]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("params, message", TYPOS, ids=[t[1].split(":")[0] for t in TYPOS])
 def test_kedro_run_refuses_a_typo_before_any_node(project, params, message):
     from kedro.framework.cli.utils import _split_params
 
     with pytest.raises(SettingsError, match=message.replace("?", r"\?").replace(".", r"\.")):
         run_kedro(project, "zh_decision_bench", params=_split_params(None, None, params))
-    assert not any((project / "data" / sub).iterdir() for sub in ("02_snapshots", "07_model_output", "08_reporting"))
+    written = [p for sub in ("02_snapshots", "07_model_output", "08_reporting") for p in (project / "data" / sub).rglob("*")]
+    assert not written
 
 
+@pytest.mark.e2e
 def test_the_kedro_cli_exits_non_zero_naming_the_key(project):
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "KEDRO_DISABLE_TELEMETRY": "true"}
     done = subprocess.run([sys.executable, "-m", "kedro", "run", "--pipelines=zh_decision_bench",

@@ -25,7 +25,7 @@ from jevkedro.nodes.parquet_source import DATA_KIND_KEY, write_release_parquet
 from jevkedro.nodes.snapshot import Snapshot, SnapshotError, SourceFormatError, render_tsv, sha256_file
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.pipelines.typed_decisions import synthetic
-from parquet_rows import write_rows
+from support import write_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 FILE = "all/test-00000-of-00001.parquet"
@@ -420,8 +420,9 @@ def test_shipped_sample_is_pinned_marked_and_reproducible(tmp_path):
 # --- end to end ------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_kedro_run_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
-    from kedro_project_run import kedro_run, make_project, mlflow_tags, report, write_replay
+    from support import kedro_run, make_project, mlflow_tags, report, write_replay
 
     project = make_project(tmp_path, ["typed_decisions"])
     kedro_run(project, "typed_decisions")

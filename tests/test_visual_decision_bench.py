@@ -508,8 +508,9 @@ def test_media_requests_are_unsupported_for_text_only_adapters_and_images_go_mul
 # the Kedro views, out of the box
 
 
+@pytest.mark.e2e
 def test_kedro_runs_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
-    from kedro_project_run import kedro_run, make_project, reports, write_replay
+    from support import kedro_run, make_project, reports, write_replay
 
     project = make_project(tmp_path, ["visual_decision_bench"])
     kedro_run(project, "visual_decision_bench")

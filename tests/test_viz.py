@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from conftest import ROOT
 from jevkedro.registry import VIEWS
+from support import ROOT
 
 pytestmark = pytest.mark.e2e
 
@@ -36,8 +36,8 @@ def graph(tmp_path_factory):
 
 
 def test_every_view_starts_at_its_raw_release_and_runs_the_whole_chain(graph):
-    names = {n["id"]: n["name"] for n in graph["nodes"]}
-    edges = {(names[e["source"]], names[e["target"]]) for e in graph["edges"]}
+    names = {n["id"]: n.get("full_name") or n["name"] for n in graph["nodes"]}  # tasks: short name + full_name
+    edges = {(names.get(e["source"]), names.get(e["target"])) for e in graph["edges"]}  # (collapsed namespaces too)
     for view in VIEWS:
         chain = [f"{view}.{step}" for step in CHAIN]
         for upstream, downstream in zip(chain, chain[1:]):

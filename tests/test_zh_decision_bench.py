@@ -6,12 +6,12 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from conftest import ZH_RAW
 from jevkedro.family import prepare_view
 from jevkedro.nodes.snapshot import SnapshotError, SourceFormatError, load_snapshot
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.pipelines import zh_decision_bench as zh
 from jevkedro.protocol import FORBIDDEN_REQUEST_KEYS
+from support import ZH_RAW
 
 
 @pytest.fixture(scope="module")

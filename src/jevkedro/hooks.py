@@ -64,7 +64,8 @@ class CheckSettings:
 
     @hook_impl
     def after_catalog_created(self, catalog, parameters) -> None:
-        _, prepare = check_parameters(parameters)
+        # ``parameters`` maps catalog names ("parameters", "params:model", ...) to values
+        _, prepare = check_parameters(parameters["parameters"])
         for view, options in prepare.items():
             dataset = catalog.get(f"{view}.release")
             if dataset is not None and hasattr(dataset, "bind"):
