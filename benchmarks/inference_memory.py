@@ -67,7 +67,7 @@ def main() -> None:
         plog.append = sampled_append  # type: ignore[method-assign]
         t0 = time.perf_counter()
         summary = run_inference(snap, InstantSystemOne(), plog,
-                                EngineSettings(concurrency=8, progress_s=0, fsync="never"))
+                                EngineSettings(concurrency=8, progress=0.0, fsync="never"))
         wall = time.perf_counter() - t0
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"{args.n} requests in {wall:.1f}s, statuses {summary['statuses']}")

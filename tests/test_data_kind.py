@@ -1,18 +1,17 @@
 """One way to tell our own data from a benchmark release: the folder marker
-``JEVKEDRO_DATA_KIND.json`` (``family.check_data_kind``), checked by every family's ``build``."""
+``JEVKEDRO_DATA_KIND.json`` (``family.check_data_kind``), checked by every family's ``read_release``."""
 
 from __future__ import annotations
 
-import importlib
 import shutil
 
 import pytest
 import yaml
 
-from conftest import ROOT, ZH_RAW
-from jevkedro.family import DATA_KIND_MARKER, check_data_kind, write_data_kind_marker
+from jevkedro.family import DATA_KIND_MARKER, check_data_kind, prepare_view, write_data_kind_marker
 from jevkedro.nodes.snapshot import SnapshotError
-from jevkedro.pipelines import zh_decision_bench
+from jevkedro.registry import FAMILY_BY_NAME
+from support import ROOT, ZH_RAW
 
 # every family that ships a sample (data kind "sample" in its conf/base parameters)
 SAMPLE_FAMILIES = ("decision_index", "decisionbench", "jevalt_bench", "jevbench", "procedural_typed_decisions",
@@ -35,21 +34,21 @@ def test_every_family_with_a_shipped_sample_is_listed():
 def test_a_shipped_sample_is_marked_and_refused_as_official(family):
     source = ROOT / _prepare_options(family)["source"]
     assert (source / DATA_KIND_MARKER).is_file()
-    build = importlib.import_module(f"jevkedro.pipelines.{family}").build
+    view = FAMILY_BY_NAME[family].views[0]
     with pytest.raises(SnapshotError, match=f"{DATA_KIND_MARKER} as a jevkedro 'sample' release.*"
                                             "cannot be prepared as data=official"):
-        build(source, data="official")
+        prepare_view(view, source, data="official")
 
 
 def test_zh_refuses_a_marked_folder_as_official_and_an_unmarked_one_as_sample(tmp_path):
     folder = tmp_path / "zh"
     shutil.copytree(ZH_RAW, folder)
-    assert zh_decision_bench.build(folder, data="official").rows  # the release as published: unmarked
+    assert prepare_view("zh_decision_bench", folder, data="official").rows  # the release as published: unmarked
     with pytest.raises(SnapshotError, match=f"has no {DATA_KIND_MARKER}"):
-        zh_decision_bench.build(folder, data="sample")
+        prepare_view("zh_decision_bench", folder, data="sample")
     write_data_kind_marker(folder, "zh_decision_bench", "sample", "test copy")
     with pytest.raises(SnapshotError, match="cannot be prepared as data=official"):
-        zh_decision_bench.build(folder, data="official")
+        prepare_view("zh_decision_bench", folder, data="official")
 
 
 def test_a_marker_must_name_the_family_and_the_kind(tmp_path):

@@ -1,20 +1,22 @@
 """Decision Index 0.3: mapping, read-time rules, pins, unscored questions, official report, kedro run."""
 
 import gzip
+import hashlib
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
-from jevkedro.family import DATA_KIND_MARKER
-from jevkedro.nodes.snapshot import SnapshotError, SourceFormatError, commit_dataset, load_snapshot
+from jevkedro.config import parse_prepare_options
+from jevkedro.family import DATA_KIND_MARKER, family_manifest, prepare_view
+from jevkedro.nodes.snapshot import SnapshotError, SourceFormatError, commit_dataset, load_snapshot, render_tsv
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.pipelines import decision_index as di
 from jevkedro.pipelines.decision_index.edition import edition_03
 from jevkedro.pipelines.decision_index.official import official_report
 from jevkedro.protocol import FORBIDDEN_REQUEST_KEYS
+from support import ROOT
 
 SAMPLE = ROOT / "data" / "01_raw" / "decision_index" / "sample"
 VIEW = "decision_index"
@@ -151,7 +153,7 @@ def test_exclusion_file_shapes(tmp_path):
 
 @pytest.fixture(scope="module")
 def sample():
-    return di.build(SAMPLE, data="sample")
+    return prepare_view("decision_index", SAMPLE, data="sample")
 
 
 def test_sample_covers_43_datasets_and_every_rule(sample):
@@ -174,6 +176,32 @@ def test_no_request_carries_gold_ids_or_metadata(sample):
             assert set(q) <= {"type", "instructions", "criteria"} and not FORBIDDEN_REQUEST_KEYS & set(q)
 
 
+def test_build_maps_the_release_without_touching_the_files(tmp_path):
+    """Every file access (and every read-time rule) is read_release's: build maps the same pinned
+    rows once the folder is gone, and counts the datasets on the mapped rows."""
+    source = shutil.copytree(SAMPLE, tmp_path / "sample")
+    release = di.read_release(parse_prepare_options(VIEW, {"source": str(source), "data": "sample"}))
+    assert len(release.content) == 90 and release.notes["read_steps"]["requests"] == 90
+    assert "datasets" not in release.notes["read_steps"]
+    shutil.rmtree(source)
+    prepared = di.build(release, VIEW)
+    assert hashlib.sha256(render_tsv(prepared.rows)).hexdigest() == family_manifest(VIEW)["views"][VIEW][
+        "snapshot_sha256"]["sample"]
+    assert prepared.notes["read_steps"]["datasets"] == 43 and prepared.sources == list(release.files)
+
+
+def test_step_counts_are_checked_when_read_and_the_datasets_when_mapped(monkeypatch):
+    pins = family_manifest(VIEW)["read_counts"]
+    options = parse_prepare_options(VIEW, {"source": str(SAMPLE), "data": "sample"})
+    monkeypatch.setitem(pins, "sample", {**pins["sample"], "after_retired": 1})
+    with pytest.raises(SnapshotError, match=r"other counts than the edition pins: after_retired: found 83, pinned 1$"):
+        di.read_release(options)
+    monkeypatch.setitem(pins, "sample", {**pins["sample"], "after_retired": 83, "datasets": 42})
+    release = di.read_release(options)
+    with pytest.raises(SnapshotError, match=r"other counts than the edition pins: datasets: found 43, pinned 42$"):
+        di.build(release, VIEW)
+
+
 def test_tampered_suite_file_fails_with_both_hashes(tmp_path):
     bad = tmp_path / "sample"
     shutil.copytree(SAMPLE, bad)
@@ -181,16 +209,16 @@ def test_tampered_suite_file_fails_with_both_hashes(tmp_path):
     with gzip.open(bad / "added-rows.jsonl.gz", "wb") as fh:
         fh.writelines(lines[:-1])
     with pytest.raises(SnapshotError, match=r"added-rows.jsonl.gz: uncompressed sha256 \w+ does not match the pinned"):
-        di.build(bad, data="sample")
+        prepare_view("decision_index", bad, data="sample")
 
 
 def test_our_sample_is_never_official_and_a_missing_file_says_how_to_get_it(tmp_path):
     with pytest.raises(SnapshotError, match="cannot be prepared as data=official"):
-        di.build(SAMPLE, data="official")
+        prepare_view("decision_index", SAMPLE, data="official")
     empty = tmp_path / "suite"
     empty.mkdir()
     with pytest.raises(SnapshotError, match="suite file not found: .*selected-rows.jsonl.gz; rebuild the suite"):
-        di.build(empty, data="official")
+        prepare_view("decision_index", empty, data="official")
 
 
 def test_bad_line_in_gzip_names_file_and_line(tmp_path):
@@ -296,8 +324,9 @@ def test_every_counted_benchmark_has_a_native_metric_and_chance(snapshot):
 # kedro run, out of the box
 
 
+@pytest.mark.e2e
 def test_kedro_run_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
-    from kedro_project_run import kedro_run, make_project, reports
+    from support import kedro_run, make_project, reports
 
     project = make_project(tmp_path, ["decision_index"])
     assert (project / "data/01_raw/decision_index/sample" / DATA_KIND_MARKER).is_file()
@@ -322,7 +351,7 @@ def test_full_scale_synthetic_suite_reproduces_the_edition_counts(tmp_path):
     from jevkedro.pipelines.decision_index.synthetic import write_suite
 
     suite = write_suite(tmp_path / "suite", "synthetic")
-    prepared = di.build(suite, data="synthetic")  # checks every pinned step of read_counts.synthetic
+    prepared = prepare_view("decision_index", suite, data="synthetic")  # checks every pinned step of read_counts.synthetic
     steps = prepared.notes["read_steps"]
     assert len(prepared.rows) == 140_178 and steps["datasets"] == 43
     assert steps["subset_drops"] == {"38": 3_914, "2": 315, "36": 330, "9": 72}

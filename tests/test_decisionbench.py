@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import shutil
@@ -12,10 +13,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jevkedro.family import DATA_KIND_MARKER, write_data_kind_marker
+from jevkedro.config import parse_prepare_options
+from jevkedro.family import DATA_KIND_MARKER, family_manifest, prepare_view, write_data_kind_marker
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.report import generic_metrics
-from jevkedro.nodes.snapshot import SnapshotError, SourceFormatError, commit_dataset, load_snapshot
+from jevkedro.nodes.snapshot import SnapshotError, SourceFormatError, commit_dataset, load_snapshot, render_tsv
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.pipelines import decisionbench as db
 from jevkedro.pipelines.decisionbench import synthetic as syn
@@ -168,12 +170,12 @@ def test_missing_standard_column_names_file_and_column(tmp_path):
 def score_rows(rows, predictions):
     """Snapshot rows + raw predictions -> (QuestionTable, official report)."""
 
-    class Dataset:
+    class Snapshot:
         data = "sample"
 
-    Dataset.rows = rows
+    Snapshot.rows = rows
     table = build_question_table(rows, predictions)
-    return table, db.evaluate(Dataset, table, predictions)
+    return table, db.evaluate(Snapshot, table, predictions)
 
 
 def ok(answer):
@@ -296,18 +298,18 @@ def test_official_needs_the_pinned_file_hash(tmp_path):
     # an unmarked, unstamped file in the upstream layout (as a user's download would be)
     write_parquet(tmp_path / "rel" / syn.DATA_FILE, syn.sample_rows())
     with pytest.raises(SnapshotError, match=r"eval-00000-of-00001\.parquet: sha256 \w+ does not match the pinned d9dd5be8"):
-        db.build(tmp_path / "rel", data="official")
+        prepare_view("decisionbench", tmp_path / "rel", data="official")
 
 
 def test_our_releases_are_never_taken_for_the_official_one(tmp_path):
     with pytest.raises(SnapshotError, match="jevkedro 'sample' release .* cannot be prepared as data=official"):
-        db.build(SAMPLE, data="official")
+        prepare_view("decisionbench", SAMPLE, data="official")
     with pytest.raises(SnapshotError, match="marks a 'decisionbench' 'sample' release, not a 'decisionbench' 'synthetic'"):
-        db.build(SAMPLE, data="synthetic")
+        prepare_view("decisionbench", SAMPLE, data="synthetic")
     shutil.copytree(SAMPLE, tmp_path / "rel")
     (tmp_path / "rel" / DATA_KIND_MARKER).unlink()
     with pytest.raises(SnapshotError, match="no JEVKEDRO_DATA_KIND.json"):
-        db.build(tmp_path / "rel", data="sample")
+        prepare_view("decisionbench", tmp_path / "rel", data="sample")
 
 
 def test_the_in_file_stamp_is_checked_too(tmp_path):
@@ -317,13 +319,13 @@ def test_the_in_file_stamp_is_checked_too(tmp_path):
     write_data_kind_marker(tmp_path / "rel", db.FAMILY, "synthetic", "test")
     unstamped = r"eval-00000-of-00001\.parquet: prepared as 'synthetic' data, but the file carries no jevkedro marker"
     with pytest.raises(SnapshotError, match=unstamped):
-        db.build(tmp_path / "rel", data="synthetic")
+        prepare_view("decisionbench", tmp_path / "rel", data="synthetic")
     # ... and a file of ours copied out of its marked folder is still refused as official
     syn.write_release(rows, tmp_path / "ours", "synthetic")
     (tmp_path / "ours" / DATA_KIND_MARKER).unlink()
     assert db.file_data_kind(tmp_path / "ours" / syn.DATA_FILE) == "synthetic"
     with pytest.raises(SnapshotError, match=r"eval-00000-of-00001\.parquet: this file was written by jevkedro as 'synthetic'"):
-        db.build(tmp_path / "ours", data="official")
+        prepare_view("decisionbench", tmp_path / "ours", data="official")
 
 
 def test_changed_sample_bytes_are_refused(tmp_path):
@@ -331,17 +333,29 @@ def test_changed_sample_bytes_are_refused(tmp_path):
     rows = syn.sample_rows()[:-1]
     syn.write_release(rows, tmp_path / "rel", "sample")
     with pytest.raises(SnapshotError, match="does not match the pinned a04d5d76"):
-        db.build(tmp_path / "rel", data="sample")
+        prepare_view("decisionbench", tmp_path / "rel", data="sample")
 
 
 def test_a_short_release_fails_naming_the_counts(tmp_path):
     syn.write_release(syn.generate_rows(n_rows=430), tmp_path, "synthetic")
     with pytest.raises(SnapshotError, match="structure differs from the manifest: rows: found 430, expected 23900"):
-        db.build(tmp_path, data="synthetic")
+        prepare_view("decisionbench", tmp_path, data="synthetic")
+
+
+def test_build_maps_the_release_without_touching_the_files(tmp_path):
+    """Every file access is read_release's: build maps the same pinned rows once the folder is gone."""
+    source = shutil.copytree(SAMPLE, tmp_path / "sample")
+    release = db.read_release(parse_prepare_options("decisionbench", {"source": str(source), "data": "sample"}))
+    assert [(file, i) for _, file, i, _ in release.content[:2]] == [(syn.DATA_FILE, 0), (syn.DATA_FILE, 1)]
+    shutil.rmtree(source)
+    prepared = db.build(release, "decisionbench")
+    assert hashlib.sha256(render_tsv(prepared.rows)).hexdigest() == family_manifest("decisionbench")["views"][
+        "decisionbench"]["snapshot_sha256"]["sample"]
+    assert prepared.notes["synthetic"]["data_kind"] == "sample" and prepared.sources == list(release.files)
 
 
 def test_commit_refuses_counts_that_differ(tmp_path):
-    prepared = db.build(SAMPLE, data="sample")
+    prepared = prepare_view("decisionbench", SAMPLE, data="sample")
     prepared.rows = prepared.rows[:-1]
     with pytest.raises(SnapshotError, match="counts differ from the manifest: inputs: found 15, expected 16"):
         commit_dataset(prepared, tmp_path)
@@ -361,8 +375,9 @@ def test_full_scale_synthetic_release_reproduces_the_published_counts(tmp_path):
 # the Kedro view, out of the box
 
 
+@pytest.mark.e2e
 def test_kedro_run_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
-    from kedro_project_run import kedro_run, make_project, mlflow_tags, replay_file, reports
+    from support import kedro_run, make_project, mlflow_tags, replay_file, reports
 
     project = make_project(tmp_path, ["decisionbench"])
     kedro_run(project, "decisionbench")

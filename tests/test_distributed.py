@@ -392,9 +392,10 @@ def test_the_shard_store_setting(tmp_path, monkeypatch):
     assert store_root(f"file://{tmp_path}/s/") == f"file://{tmp_path}/s"
     assert EngineSettings.from_model({"shard_store": "s3://bucket/prefix"}).shard_store == "s3://bucket/prefix"
     assert EngineSettings.from_model({"shard_store": None}).shard_store is None
-    with pytest.raises(ValueError, match="model.shard_store must not carry a password"):
+    with pytest.raises(ValueError, match="model.shard_store: must not carry a password") as info:
         EngineSettings.from_model({"shard_store": "sftp://me:hunter2@host/shards"})
-    with pytest.raises(ValueError, match="model.shard_store must be an fsspec URL"):
+    assert "hunter2" not in str(info.value)
+    with pytest.raises(ValueError, match=r"model.shard_store: \['a'\] is not allowed; allowed: a string"):
         EngineSettings.from_model({"shard_store": ["a"]})
     with pytest.raises(ValueError, match="model.shard_store='nosuchfs://x'"):
         store_root("nosuchfs://x")

@@ -6,12 +6,12 @@ import threading
 
 import pytest
 
-from conftest import ZH_RAW
 from jevkedro.models import Adapter, AdapterResult, StopRun, make_adapter
 from jevkedro.models.sparrow import SparrowAdapter
 from jevkedro.nodes.infer import PredictionLog, run_inference
 from jevkedro.nodes.snapshot import SnapshotError, load_snapshot, verify_snapshot_bytes
 from jevkedro.pipelines import zh_decision_bench as zh
+from support import ZH_RAW
 
 
 class CountingAdapter(Adapter):
@@ -187,7 +187,7 @@ def test_an_adapter_bug_keeps_the_answers_already_in_flight(tmp_path):
     snap = synthetic_snapshot(tmp_path / "snap", synthetic_rows(8))
     path = tmp_path / "out" / "predictions.jsonl"
     with pytest.raises(RuntimeError, match="adapter bug"):
-        run_inference(snap, BrokenAdapter(), PredictionLog(path), EngineSettings(concurrency=4, progress_s=0))
+        run_inference(snap, BrokenAdapter(), PredictionLog(path), EngineSettings(concurrency=4, progress=0.0))
     kept = PredictionLog(path).records
     # the three requests in flight beside the broken one were answered and are kept; nothing
     # after the failure was sent
@@ -221,7 +221,7 @@ def test_memory_stays_flat_while_a_view_is_asked(tmp_path):
     tracemalloc.start()
     try:
         start = tracemalloc.get_traced_memory()[0]
-        summary = run_inference(snap, BulkyAdapter(), plog, EngineSettings(concurrency=4, progress_s=0, fsync="never"))
+        summary = run_inference(snap, BulkyAdapter(), plog, EngineSettings(concurrency=4, progress=0.0, fsync="never"))
         end, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 import shutil
@@ -12,9 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jevkedro.family import DATA_KIND_MARKER
+from jevkedro.config import parse_prepare_options
+from jevkedro.family import DATA_KIND_MARKER, family_manifest, prepare_view
 from jevkedro.nodes import metrics as M
-from jevkedro.nodes.snapshot import SnapshotError, SourceFormatError, load_snapshot
+from jevkedro.nodes.snapshot import SnapshotError, SourceFormatError, load_snapshot, render_tsv
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.pipelines import jevalt_bench as ja
 from jevkedro.pipelines.jevalt_bench import synthetic as syn
@@ -229,12 +231,12 @@ def test_malformed_items_name_file_and_line(change, message):
 
 
 def score(objs, predictions):
-    class Dataset:
+    class Snapshot:
         data = "sample"
 
-    Dataset.rows = [ja.map_row(Path(f"{o['lang']}/test.jsonl"), i, o, o["lang"]) for i, o in enumerate(objs, 1)]
-    table = build_question_table(Dataset.rows, predictions)
-    return table, ja.evaluate(Dataset, table, predictions)
+    Snapshot.rows = [ja.map_row(Path(f"{o['lang']}/test.jsonl"), i, o, o["lang"]) for i, o in enumerate(objs, 1)]
+    table = build_question_table(Snapshot.rows, predictions)
+    return table, ja.evaluate(Snapshot, table, predictions)
 
 
 @pytest.fixture
@@ -324,6 +326,18 @@ def test_shipped_sample_prepares_to_its_pinned_snapshot(tmp_path):
     assert [r.request_id.split("/")[0] for r in rows] == ["en"] * 5 + ["tr"] * 4 + ["de"] * 3
 
 
+def test_build_maps_the_release_without_touching_the_files(tmp_path):
+    """Every file access is read_release's: build maps the same pinned rows once the folder is gone."""
+    source = shutil.copytree(SAMPLE, tmp_path / "sample")
+    release = ja.read_release(parse_prepare_options("jevalt_bench", {"source": str(source), "data": "sample"}))
+    assert [(lang, path.name, line) for lang, path, line, _ in release.content[:1]] == [("en", "test.jsonl", 1)]
+    shutil.rmtree(source)
+    prepared = ja.build(release, "jevalt_bench")
+    assert hashlib.sha256(render_tsv(prepared.rows)).hexdigest() == family_manifest("jevalt_bench")["views"][
+        "jevalt_bench"]["snapshot_sha256"]["sample"]
+    assert prepared.notes["composition"]["train_fields_ignored"] == 1 and prepared.sources == list(release.files)
+
+
 def test_sample_is_what_the_generator_writes(tmp_path):
     syn.write_release(syn.sample_items(), tmp_path, "sample")
     for rel in ja.release_files() + ["SPLITS.sha256"]:
@@ -335,39 +349,39 @@ def test_splits_file_mismatch_and_gaps_fail(tmp_path):
     with open(tmp_path / "rel" / "tr" / "test.jsonl", "a", encoding="utf-8") as fh:
         fh.write("\n")
     with pytest.raises(SnapshotError, match=r"tr/test\.jsonl: sha256 \w+ does not match SPLITS\.sha256 \(21272a03"):
-        ja.build(tmp_path / "rel", data="sample")
+        prepare_view("jevalt_bench", tmp_path / "rel", data="sample")
     en_line = (SAMPLE / "SPLITS.sha256").read_text().splitlines()[0]
     (tmp_path / "rel" / "SPLITS.sha256").write_text(en_line + "\n")
     with pytest.raises(SnapshotError, match="lists no sha256 for tr/test.jsonl"):
-        ja.build(tmp_path / "rel", data="sample")
+        prepare_view("jevalt_bench", tmp_path / "rel", data="sample")
     shutil.copy(SAMPLE / "SPLITS.sha256", tmp_path / "rel" / "SPLITS.sha256")
     shutil.copy(SAMPLE / "tr" / "test.jsonl", tmp_path / "rel" / "tr" / "test.jsonl")
     (tmp_path / "rel" / "de" / "test.jsonl").unlink()
     with pytest.raises(SnapshotError, match=r"source file not found: .*de/test\.jsonl"):
-        ja.build(tmp_path / "rel", data="sample")
+        prepare_view("jevalt_bench", tmp_path / "rel", data="sample")
     (tmp_path / "rel" / "SPLITS.sha256").write_text("nonsense\n")
     with pytest.raises(SourceFormatError, match=r"SPLITS\.sha256:1: expected"):
-        ja.build(tmp_path / "rel", data="sample")
+        prepare_view("jevalt_bench", tmp_path / "rel", data="sample")
 
 
 def test_pinned_sample_hash_and_data_kind_markers(tmp_path):
     with pytest.raises(SnapshotError, match="cannot be prepared as data=official"):
-        ja.build(SAMPLE, data="official")
+        prepare_view("jevalt_bench", SAMPLE, data="official")
     shutil.copytree(SAMPLE, tmp_path / "rel")
     (tmp_path / "rel" / "SPLITS.sha256").unlink()
     (tmp_path / "rel" / "de" / "test.jsonl").write_text((SAMPLE / "de" / "test.jsonl").read_text() + "\n")
     with pytest.raises(SnapshotError, match=r"de/test\.jsonl: sha256 \w+ does not match the pinned d6dfacad"):
-        ja.build(tmp_path / "rel", data="sample")
+        prepare_view("jevalt_bench", tmp_path / "rel", data="sample")
     (tmp_path / "rel" / DATA_KIND_MARKER).unlink()
     with pytest.raises(SnapshotError, match="no JEVKEDRO_DATA_KIND.json"):
-        ja.build(tmp_path / "rel", data="sample")
+        prepare_view("jevalt_bench", tmp_path / "rel", data="sample")
 
 
 def test_items_of_ours_are_refused_as_official_even_without_the_folder_marker(tmp_path):
     shutil.copytree(SAMPLE, tmp_path / "rel")
     (tmp_path / "rel" / DATA_KIND_MARKER).unlink()  # official pins are null: no hash to catch it
     with pytest.raises(SnapshotError, match=r"en/test\.jsonl:1: record written by jevkedro .* cannot be prepared as data=official"):
-        ja.build(tmp_path / "rel", data="official")
+        prepare_view("jevalt_bench", tmp_path / "rel", data="official")
 
 
 def test_an_unmarked_item_in_our_folder_is_refused(tmp_path):
@@ -375,7 +389,7 @@ def test_an_unmarked_item_in_our_folder_is_refused(tmp_path):
     items["tr"][0]["source"] = "crowd"  # as if a real item had been copied in
     syn.write_release(items, tmp_path, "synthetic")
     with pytest.raises(SnapshotError, match=r"tr/test\.jsonl:1: prepared as 'synthetic' data, but the record is not marked"):
-        ja.build(tmp_path, data="synthetic")
+        prepare_view("jevalt_bench", tmp_path, data="synthetic")
 
 
 def test_duplicate_ids_name_both_lines(tmp_path):
@@ -383,7 +397,7 @@ def test_duplicate_ids_name_both_lines(tmp_path):
     items["en"].append(copy.deepcopy(items["en"][0]))
     syn.write_release(items, tmp_path, "synthetic")
     with pytest.raises(SourceFormatError, match=r"en/test\.jsonl:2: id 'en-syn-g0001-a' repeats line 1"):
-        ja.build(tmp_path, data="synthetic")
+        prepare_view("jevalt_bench", tmp_path, data="synthetic")
 
 
 def test_a_short_release_fails_naming_the_counts(tmp_path):
@@ -405,8 +419,9 @@ def test_full_scale_synthetic_release_reproduces_the_published_counts(tmp_path):
 # the Kedro view, out of the box
 
 
+@pytest.mark.e2e
 def test_kedro_run_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
-    from kedro_project_run import kedro_run, make_project, mlflow_tags, replay_file, reports
+    from support import kedro_run, make_project, mlflow_tags, replay_file, reports
 
     project = make_project(tmp_path, ["jevalt_bench"])
     kedro_run(project, "jevalt_bench")
@@ -433,7 +448,7 @@ def test_send_abstain_is_a_per_server_setting_recorded_per_request_and_run(tmp_p
     from jevkedro.nodes.infer import EngineSettings, PredictionLog, run_inference
     from jevkedro.testing import LoopbackServer, synthetic_snapshot
 
-    rows = ja.build(SAMPLE, data="sample").rows
+    rows = prepare_view("jevalt_bench", SAMPLE, data="sample").rows
     snapshot = synthetic_snapshot(tmp_path / "snap", rows)
     abstain_rows = {"en/en-syn-g0003-a", "tr/tr-syn-g0042-a", "de/de-syn-g0101-a"}
     assert {r.request_id for r in rows if ja.offers_unknown(r.request)} == abstain_rows

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from jevbench_helpers import snapshot_of, task
-from jevkedro.family import DATA_KIND_MARKER, family_manifest
-from jevkedro.nodes.snapshot import SnapshotError, SourceFormatError, load_snapshot
+from jevkedro.config import parse_prepare_options
+from jevkedro.family import DATA_KIND_MARKER, family_manifest, prepare_view
+from jevkedro.nodes.snapshot import SnapshotError, SourceFormatError, load_snapshot, render_tsv
 from jevkedro.pipelines import jevbench
 from jevkedro.pipelines.jevbench import official
-from jevkedro.registry import built_views
+from jevkedro.registry import VIEWS
+from support import jevbench_snapshot_of as snapshot_of
+from support import task
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "01_raw" / "jevbench" / "sample"
 COMMIT = "bb05a335bc809e61b20c0f745d25499a82b326fc"
@@ -35,7 +38,7 @@ def test_manifest_pins_the_release_and_its_counts():
     assert counts["inputs"] == counts["questions"] == 231 == sum(counts["by_type"].values())
     assert counts["by_type"] == {"choice": 139, "noul": 74, "score": 18}
     assert sum(m["tiers"]["easy"]["option_counts"].values()) == 48
-    assert "jevbench" in built_views()
+    assert "jevbench" in VIEWS
 
 
 def test_sample_builds_to_its_pinned_snapshot(tmp_path):
@@ -49,6 +52,25 @@ def test_sample_builds_to_its_pinned_snapshot(tmp_path):
     snap = load_snapshot(tmp_path, "jevbench")
     ids = [r.request_id for r in snap.rows]
     assert ids[0] == "original-policy-01-0" and ids[8] == "easy-intent-01" and ids[-1] == "hard-sol-b-ambiguous-01"
+
+
+def test_build_maps_the_release_without_touching_the_files(tmp_path):
+    """Every file access is read_release's: build maps the same pinned rows once the folder is gone."""
+    source = shutil.copytree(SAMPLE, tmp_path / "sample")
+    release = jevbench.read_release(parse_prepare_options("jevbench", {"source": str(source), "data": "sample"}))
+    assert release.notes["tasks_by_tier"] == {"original": 8, "easy": 6, "hard": 8}
+    shutil.rmtree(source)
+    prepared = jevbench.build(release, "jevbench")
+    assert hashlib.sha256(render_tsv(prepared.rows)).hexdigest() == family_manifest("jevbench")["views"]["jevbench"][
+        "snapshot_sha256"]["sample"]
+    assert prepared.notes["tasks_by_tier"] == release.notes["tasks_by_tier"] and prepared.sources == list(release.files)
+
+
+def test_tasks_per_tier_are_checked_when_the_release_is_read(monkeypatch):
+    easy = family_manifest("jevbench")["sources"]["sample"][1]
+    monkeypatch.setitem(easy, "rows", 7)
+    with pytest.raises(SnapshotError, match=r"easy.jsonl: 6 tasks, pinned 7"):
+        jevbench.read_release(parse_prepare_options("jevbench", {"source": str(SAMPLE), "data": "sample"}))
 
 
 def test_request_holds_state_and_question_only():
@@ -115,10 +137,10 @@ def test_official_files_are_checked_against_the_pins(tmp_path):
     src = tmp_path / "public"
     shutil.copytree(SAMPLE, src)
     with pytest.raises(SnapshotError, match="cannot be prepared as data=official"):  # marked as ours
-        jevbench.build(src, data="official")
+        prepare_view("jevbench", src, data="official")
     (src / DATA_KIND_MARKER).unlink()
     with pytest.raises(SnapshotError) as err:  # unmarked, its files still are not the upstream release
-        jevbench.build(src, data="official")
+        prepare_view("jevbench", src, data="official")
     assert str(src / "original.jsonl") in str(err.value) and "5c2414edb3006b8b" in str(err.value)
 
 
@@ -128,19 +150,21 @@ def test_a_changed_sample_byte_is_refused(tmp_path):
     path = src / "easy.jsonl"
     path.write_bytes(path.read_bytes().replace(b"blender", b"Blender"))
     with pytest.raises(SnapshotError, match="does not match the pinned"):
-        jevbench.build(src, data="sample")
+        prepare_view("jevbench", src, data="sample")
 
 
 def test_duplicate_ids_and_bad_json_name_file_and_line(tmp_path):
     first = (SAMPLE / "easy.jsonl").read_text(encoding="utf-8").splitlines()[0]
     dup = tmp_path / "easy.jsonl"
     dup.write_text(first + "\n" + first + "\n", encoding="utf-8")
+    records, _ = jevbench.read_tiers([("easy", dup)])
     with pytest.raises(SourceFormatError, match=r"easy.jsonl:2: task id 'easy-intent-01' repeats"):
-        jevbench.map_files([("easy", dup)])
+        jevbench.map_tasks(records)
     dup.write_text(first + "\n{not json\n", encoding="utf-8")
     with pytest.raises(SourceFormatError, match=r"easy.jsonl:2: not valid JSON"):
-        jevbench.map_files([("easy", dup)])
-    rows, per_tier = jevbench.map_files([("easy", SAMPLE / "easy.jsonl"), ("hard", SAMPLE / "hard.jsonl")])
+        jevbench.read_tiers([("easy", dup)])
+    records, per_tier = jevbench.read_tiers([("easy", SAMPLE / "easy.jsonl"), ("hard", SAMPLE / "hard.jsonl")])
+    rows = jevbench.map_tasks(records)
     assert per_tier == {"easy": 6, "hard": 8} and len(rows) == 14
 
 
@@ -162,8 +186,8 @@ def test_official_summary_says_which_jevbench_and_that_a_sample_is_synthetic(tmp
 
 
 def test_choice_without_criteria_is_unsupported_by_the_embedded_model_and_counts_wrong(tmp_path):
-    from jevbench_helpers import record
     from jevkedro.models.sparrow import SparrowAdapter
+    from support import record
 
     snap = snapshot_of(tmp_path, [task("easy-intent-01", "choice", ["x", "y"], "y", criteria=None)])
     question = snap.rows[0].request["questions"]["decision"]
@@ -175,4 +199,4 @@ def test_choice_without_criteria_is_unsupported_by_the_embedded_model_and_counts
 
 def test_missing_release_points_to_the_download_step(tmp_path):
     with pytest.raises(SnapshotError, match="jevkedro.pipelines.jevbench.download --dest"):
-        jevbench.build(tmp_path / "public", data="official")
+        prepare_view("jevbench", tmp_path / "public", data="official")

@@ -52,6 +52,7 @@ def _mlflow_official(proj: Path, model: str) -> tuple[list[str], dict]:
     return names, load_dict(f"{run.info.artifact_uri}/official.json")
 
 
+@pytest.mark.e2e
 def test_replay_run_writes_and_logs_the_official_summary(project):
     path = project / "data" / "08_reporting" / "replay-sample" / "jevbench" / "official.json"
     official = json.loads(path.read_text(encoding="utf-8"))
@@ -92,6 +93,7 @@ def test_replay_run_writes_and_logs_the_official_summary(project):
     assert report["coverage"]["by_status"]["invalid"] == 5
 
 
+@pytest.mark.e2e
 def test_embedded_model_run_writes_and_logs_the_official_summary(project):
     path = project / "data" / "08_reporting" / "sparrow-nano-general-v1.1" / "jevbench" / "official.json"
     official = json.loads(path.read_text(encoding="utf-8"))

@@ -7,12 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from jevbench_helpers import choice, noul, record, snapshot_of, task
 from jevkedro.family import family_manifest
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.validate import build_question_table, validate_answer
 from jevkedro.pipelines.jevbench import official
 from jevkedro.pipelines.jevbench import scoring as S
+from support import choice, noul, record, task
+from support import jevbench_snapshot_of as snapshot_of
 
 AB = ["a", "b"]
 

@@ -77,6 +77,7 @@ def test_the_model_id_is_required():
         OpenAICompatAdapter(endpoint="http://127.0.0.1:1/v1", api_key_env="")
 
 
+@pytest.mark.e2e
 def test_verbalized_and_incomplete_reach_the_report_and_the_mlflow_tags(tmp_path):
     import mlflow
     from mlflow.tracking import MlflowClient

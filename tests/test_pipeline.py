@@ -1,19 +1,40 @@
-"""The Kedro project end to end, in-process: kedro run on zh-decision-bench, MLflow, replay, refusal."""
+"""The Kedro project end to end, in-process: kedro run on zh-decision-bench, MLflow, replay, refusal.
+
+One run of the view is shared by the module's tests (module-scoped); a test that changes files works
+on its own copy of that run.
+"""
 
 import json
+import shutil
 
 import pytest
 
-from conftest import run_kedro
+from support import copy_project, run_kedro
+
+pytestmark = pytest.mark.e2e
 
 VIEW = "zh_decision_bench"
 DEFAULT_MODEL = "sparrow-nano-general-v1.1"
 
 
-@pytest.fixture
-def ran(project):
-    run_kedro(project, VIEW)
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory):
+    project = copy_project(tmp_path_factory.mktemp("ran"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(project)
+        run_kedro(project, VIEW)
     return project
+
+
+@pytest.fixture
+def ran_copy(ran, tmp_path, monkeypatch):
+    """A copy of the shared run (snapshot, predictions, reports, MLflow store), made the cwd."""
+    copy = tmp_path / "copy"
+    shutil.copytree(ran, copy)
+    mlflow_yml = copy / "conf" / "base" / "mlflow.yml"
+    mlflow_yml.write_text(mlflow_yml.read_text().replace(f"sqlite:///{ran}/", f"sqlite:///{copy}/"))
+    monkeypatch.chdir(copy)
+    return copy
 
 
 def test_default_run_writes_snapshot_predictions_report(ran):
@@ -59,7 +80,8 @@ def test_mlflow_run_recorded_with_tags_metrics_artifacts(ran):
     mlflow.set_tracking_uri("")  # leave no global store behind for other tests
 
 
-def test_rerun_reuses_answers_and_replay_scores_a_file(ran, caplog):
+def test_rerun_reuses_answers_and_replay_scores_a_file(ran_copy, caplog):
+    ran = ran_copy
     preds_path = ran / f"data/07_model_output/{DEFAULT_MODEL}/{VIEW}/predictions.jsonl"
     before = preds_path.read_text()
     caplog.set_level("INFO")
@@ -80,23 +102,14 @@ def test_rerun_reuses_answers_and_replay_scores_a_file(ran, caplog):
         1 for x in lines for _ in x["response"]["answers"]) - 10
 
 
-def test_changed_snapshot_refused_before_inference(ran):
+def test_changed_snapshot_refused_before_inference(ran_copy):
+    ran = ran_copy
     tsv = ran / "data/02_snapshots/zh_decision_bench.tsv"
     tsv.write_bytes(tsv.read_bytes().replace("五点提醒我".encode(), "六点提醒我".encode()))
     out = ran / "data/07_model_output/other/zh_decision_bench"
     with pytest.raises(Exception, match="does not match its manifest"):
         run_kedro(ran, VIEW, params={"model": {"name": "other"}}, from_nodes=[f"{VIEW}.verify_snapshot"])
     assert not out.exists()
-
-
-def test_a_family_not_built_yet_says_so():
-    # every family is built now; the mechanism stays for the next one added to the registry
-    from jevkedro.registry import ViewNotBuiltError, built_views, not_built
-
-    prepare = not_built("new_family", "issue #99")
-    with pytest.raises(ViewNotBuiltError, match=r"new_family: data preparation is not built yet \(issue #99\)"):
-        prepare()
-    assert len(built_views()) == 10
 
 
 def test_summary_names_the_official_headline_and_unsupported(tmp_path):

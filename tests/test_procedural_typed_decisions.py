@@ -4,8 +4,10 @@ full-scale synthetic release and ``kedro run`` on the shipped sample."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -15,13 +17,14 @@ import pytest
 import yaml
 
 import jevkedro.pipelines.procedural_typed_decisions as ptd
-from jevkedro.family import DATA_KIND_MARKER, family_manifest
+from jevkedro.config import parse_prepare_options
+from jevkedro.family import DATA_KIND_MARKER, family_manifest, prepare_view
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.parquet_source import DATA_KIND_KEY, write_release_parquet
-from jevkedro.nodes.snapshot import Snapshot, SnapshotError, SourceFormatError, sha256_file
+from jevkedro.nodes.snapshot import Snapshot, SnapshotError, SourceFormatError, render_tsv, sha256_file
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.pipelines.procedural_typed_decisions import synthetic
-from parquet_rows import write_rows
+from support import write_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 FILE = "all/test-00000-of-00001.parquet"
@@ -219,21 +222,34 @@ def test_release_without_pins_records_the_hashes_and_refuses_marked_files(tmp_pa
     """Unknown 1: no file hash of the 18-task release is known; preparing it records the hash of
     every file read (to pin at first download); counts and tasks are still checked."""
     path = write_rows(tmp_path / "rel" / FILE, synthetic.generate_rows(1))  # unmarked, like a download
-    pv = ptd.build(tmp_path / "rel", data="official")
+    pv = prepare_view("procedural_typed_decisions", tmp_path / "rel", data="official")
     assert [s.sha256 for s in pv.sources] == [sha256_file(path)] and pv.notes["files_pinned"] is False
     with pytest.raises(SnapshotError, match="inputs: found 18, expected 18000"):
         ptd.prepare(tmp_path / "snap", tmp_path / "rel", data="official")
     write_rows(tmp_path / "one" / FILE, [_row()])
     with pytest.raises(SnapshotError, match="tasks: found 1, expected 18"):
-        ptd.build(tmp_path / "one", data="official")
+        prepare_view("procedural_typed_decisions", tmp_path / "one", data="official")
     synthetic.write_release(tmp_path / "syn", rows_per_task=1)
     with pytest.raises(SnapshotError, match="cannot be prepared as data=official"):
-        ptd.build(tmp_path / "syn", data="official")
+        prepare_view("procedural_typed_decisions", tmp_path / "syn", data="official")
     (tmp_path / "syn" / DATA_KIND_MARKER).unlink()  # the file's own stamp still refuses it
     with pytest.raises(SnapshotError, match="not the upstream release"):
-        ptd.build(tmp_path / "syn", data="official")
+        prepare_view("procedural_typed_decisions", tmp_path / "syn", data="official")
     with pytest.raises(SnapshotError, match="source files not found"):
-        ptd.build(tmp_path / "nothing", data="official")
+        prepare_view("procedural_typed_decisions", tmp_path / "nothing", data="official")
+
+
+def test_build_maps_the_release_without_touching_the_files(tmp_path):
+    """Every file access is read_release's: build maps the same pinned rows once the folder is gone."""
+    view = "procedural_typed_decisions"
+    source = shutil.copytree(ROOT / "data/01_raw/procedural_typed_decisions/sample", tmp_path / "sample")
+    release = ptd.read_release(parse_prepare_options(view, {"source": str(source), "data": "sample"}))
+    assert [(path.name, index) for path, index, _ in release.content[:2]] == [(P.name, 0), (P.name, 1)]
+    shutil.rmtree(source)
+    prepared = ptd.build(release, view)
+    assert hashlib.sha256(render_tsv(prepared.rows)).hexdigest() == family_manifest("procedural_typed_decisions")["views"][view][
+        "snapshot_sha256"]["sample"]
+    assert len(prepared.notes["rows_by_task"]) == 18 and prepared.sources == list(release.files)
 
 
 def test_shipped_sample_is_pinned_marked_and_covers_every_task_and_level(tmp_path):
@@ -253,8 +269,9 @@ def test_shipped_sample_is_pinned_marked_and_covers_every_task_and_level(tmp_pat
 # --- end to end ------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_kedro_run_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
-    from kedro_project_run import kedro_run, make_project, mlflow_tags, report, write_replay
+    from support import kedro_run, make_project, mlflow_tags, report, write_replay
 
     project = make_project(tmp_path, ["procedural_typed_decisions"])
     view = "procedural_typed_decisions"
@@ -271,7 +288,7 @@ def test_kedro_run_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
     replay = write_replay(project, view, half, tmp_path / "answers.jsonl")
     kedro_run(project, view, f"model.adapter=replay,model.path={replay},model.name=uniform")
     rep = report(project, "uniform", view)
-    pv = ptd.build(project / "data/01_raw/procedural_typed_decisions/sample", data="sample")
+    pv = prepare_view("procedural_typed_decisions", project / "data/01_raw/procedural_typed_decisions/sample", data="sample")
     posteriors = [t.probabilities[0] for r in pv.rows for t in r.targets.values() if t.label is None]
     assert rep["official"]["posterior_mae"]["overall"]["mae"] == pytest.approx(np.mean(np.abs(np.array(posteriors) - 0.5)))
     labels = [t.label for r in pv.rows for t in r.targets.values() if t.label is not None]

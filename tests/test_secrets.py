@@ -41,6 +41,7 @@ def _files_with(root: Path, needle: bytes, skip: set[Path]) -> list[str]:
     return hits
 
 
+@pytest.mark.e2e
 def test_kedro_run_with_a_secret_key_writes_it_nowhere(tmp_path):
     proj = _project_copy(tmp_path)
     credentials = proj / "conf" / "local" / "credentials.yml"

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from jevkedro.config import ModelSettings, RetrySettings, SettingsError
 from jevkedro.models import make_adapter
 from jevkedro.models.systemone import SystemOneAdapter
-from jevkedro.nodes.infer import EngineSettings, PredictionLog, RetryPolicy, Tariff, run_inference
+from jevkedro.nodes.infer import EngineSettings, PredictionLog, Tariff, run_inference
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.protocol import SnapshotRow, Target, candidates_for
 from jevkedro.testing import LoopbackServer, synthetic_rows, synthetic_snapshot
@@ -210,11 +211,11 @@ def test_server_errors_are_retried_with_backoff_when_the_policy_says_so(tmp_path
 
 
 def test_retry_policy_backoff_doubles_and_retry_after_wins():
-    p = RetryPolicy(max_attempts=5, backoff_s=0.5, backoff_max_s=3.0)
+    p = RetrySettings(max_attempts=5, backoff_s=0.5, backoff_max_s=3.0)
     assert [p.delay(i, None) for i in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 3.0]
     assert p.delay(1, 2.5) == 2.5
-    with pytest.raises(ValueError, match="unknown kinds"):
-        RetryPolicy.from_setting({"kinds": ["418"]})
+    with pytest.raises(SettingsError, match=r"model\.retry\.kinds\[0\]: '418' is not allowed; allowed: a list of values from: 429"):
+        ModelSettings.parse({"adapter": "sparrow", "retry": {"kinds": ["418"]}})
 
 
 # -- concurrency -----------------------------------------------------------------------------------

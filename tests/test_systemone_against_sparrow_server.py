@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from conftest import run_kedro
+from support import run_kedro
 
 VIEW = "zh_decision_bench"
 
@@ -54,6 +54,7 @@ def _questions(project, model):
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+@pytest.mark.e2e
 def test_http_and_in_process_give_the_same_judgements(project, sparrow_server):
     run_kedro(project, VIEW)  # embedded adapter
     run_kedro(project, VIEW, params={"model": {

@@ -5,8 +5,10 @@ hand-computed values, the Unknowns' decisions, count checks, the full-scale synt
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -16,13 +18,14 @@ import pytest
 import yaml
 
 import jevkedro.pipelines.typed_decisions as td
-from jevkedro.family import family_manifest, write_data_kind_marker
+from jevkedro.config import parse_prepare_options
+from jevkedro.family import family_manifest, prepare_view, write_data_kind_marker
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.parquet_source import DATA_KIND_KEY, write_release_parquet
-from jevkedro.nodes.snapshot import Snapshot, SnapshotError, SourceFormatError, sha256_file
+from jevkedro.nodes.snapshot import Snapshot, SnapshotError, SourceFormatError, render_tsv, sha256_file
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.pipelines.typed_decisions import synthetic
-from parquet_rows import write_rows
+from support import write_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 FILE = "all/test-00000-of-00001.parquet"
@@ -171,7 +174,7 @@ def test_official_release_file_read_with_unknown_columns_ignored(tmp_path, pinne
         del r["label_agreement"]
     path = write_rows(tmp_path / FILE, rows)
     pinned_to(path)
-    pv = td.build(tmp_path, data="official")
+    pv = prepare_view("typed_decisions", tmp_path, data="official")
     assert pv.notes["ignored_columns"] == ["action_label"]
     assert pv.notes["missing_optional_columns"] == ["label_agreement"]
     assert pv.sources[0].sha256 == sha256_file(path) and pv.sources[0].info["revision"] == td.family_manifest(
@@ -182,14 +185,14 @@ def test_official_release_file_read_with_unknown_columns_ignored(tmp_path, pinne
     write_rows(tmp_path / FILE, [bad])
     pinned_to(tmp_path / FILE)
     with pytest.raises(SourceFormatError, match=r"missing column\(s\) \['gold'\]"):
-        td.build(tmp_path, data="official")
+        prepare_view("typed_decisions", tmp_path, data="official")
 
 
 def test_official_hash_mismatch_names_the_pinned_revision(tmp_path):
     """Unknown 1: the pinned revision's file hash is verified on every preparation."""
     write_rows(tmp_path / FILE, [_row()])
     with pytest.raises(SnapshotError, match=r"does not match the pinned 4f294f21.*pinned revision is d0e2f0c4"):
-        td.build(tmp_path, data="official")
+        prepare_view("typed_decisions", tmp_path, data="official")
 
 
 def test_intern_decision_reencoding_is_not_accepted(tmp_path, pinned_to):
@@ -197,12 +200,12 @@ def test_intern_decision_reencoding_is_not_accepted(tmp_path, pinned_to):
     row["targets"] = row.pop("gold")
     pinned_to(write_rows(tmp_path / FILE, [row]))
     with pytest.raises(SourceFormatError, match="Intern-Decision"):
-        td.build(tmp_path, data="official")
+        prepare_view("typed_decisions", tmp_path, data="official")
     jsonl_only = tmp_path / "jsonl"
     jsonl_only.mkdir()
     (jsonl_only / "test.jsonl").write_text("{}\n")
     with pytest.raises(SnapshotError, match="Intern-Decision"):
-        td.build(jsonl_only, data="official")
+        prepare_view("typed_decisions", jsonl_only, data="official")
 
 
 def test_synthetic_files_are_never_taken_for_the_release(tmp_path, pinned_to):
@@ -210,16 +213,16 @@ def test_synthetic_files_are_never_taken_for_the_release(tmp_path, pinned_to):
     marked = write_rows(tmp_path / "a" / FILE, [_row()], stamp="synthetic")
     pinned_to(marked)
     with pytest.raises(SnapshotError, match="not the upstream release"):
-        td.build(tmp_path / "a", data="official")
+        prepare_view("typed_decisions", tmp_path / "a", data="official")
     # the folder marker is the first check; a marked folder must hold files stamped with its kind
     write_rows(tmp_path / "b" / FILE, [_row()])
     with pytest.raises(SnapshotError, match="has no JEVKEDRO_DATA_KIND.json"):
-        td.build(tmp_path / "b", data="synthetic")
+        prepare_view("typed_decisions", tmp_path / "b", data="synthetic")
     write_data_kind_marker(tmp_path / "b", "typed_decisions", "synthetic", "test")
     with pytest.raises(SnapshotError, match="carries no jevkedro marker"):
-        td.build(tmp_path / "b", data="synthetic")
+        prepare_view("typed_decisions", tmp_path / "b", data="synthetic")
     with pytest.raises(SnapshotError, match="cannot be prepared as data=official"):
-        td.build(tmp_path / "b", data="official")
+        prepare_view("typed_decisions", tmp_path / "b", data="official")
 
 
 # --- scoring rules ---------------------------------------------------------------------------
@@ -364,12 +367,13 @@ def test_label_argmax_disagreements_are_checked_against_the_published_31(tmp_pat
     schema = pa.Table.from_pylist(rows).schema
     write_release_parquet(tmp_path / "rel", FILE, rows, schema, "typed_decisions", "synthetic", "test release")
     with pytest.raises(SnapshotError, match=r"differs from the first-key argmax .* on 30 questions, expected 31"):
-        td.build(tmp_path / "rel", data="synthetic")
+        prepare_view("typed_decisions", tmp_path / "rel", data="synthetic")
     # a sample is not held to it: its own number is recorded, counted here straight from the gold cells
     sample = ROOT / "data/01_raw/typed_decisions/sample"
     golds = [g for r in pq.read_table(sample / FILE).to_pylist() for g in json.loads(r["gold"]).values()]
     by_hand = sum(g["label"] != max(g["probabilities"], key=g["probabilities"].get) for g in golds)
-    assert by_hand >= 1 and td.build(sample, data="sample").notes["label_argmax_disagreements"] == by_hand
+    assert by_hand >= 1
+    assert prepare_view("typed_decisions", sample, data="sample").notes["label_argmax_disagreements"] == by_hand
 
 
 def test_count_checks_fail_naming_what_differs(tmp_path):
@@ -387,6 +391,17 @@ def test_count_checks_fail_naming_what_differs(tmp_path):
     assert not (tmp_path / "snap" / "typed_decisions.tsv").exists()
 
 
+def test_build_maps_the_release_without_touching_the_files(tmp_path):
+    """Every file access is read_release's: build maps the same pinned rows once the folder is gone."""
+    source = shutil.copytree(ROOT / "data/01_raw/typed_decisions/sample", tmp_path / "sample")
+    release = td.read_release(parse_prepare_options("typed_decisions", {"source": str(source), "data": "sample"}))
+    shutil.rmtree(source)
+    prepared = td.build(release, "typed_decisions")
+    assert hashlib.sha256(render_tsv(prepared.rows)).hexdigest() == family_manifest("typed_decisions")["views"][
+        "typed_decisions"]["snapshot_sha256"]["sample"]
+    assert prepared.notes["label_argmax_disagreements"] >= 1 and prepared.sources == list(release.files)
+
+
 def test_shipped_sample_is_pinned_marked_and_reproducible(tmp_path):
     params = yaml.safe_load((ROOT / "conf/base/parameters_typed_decisions.yml").read_text())["typed_decisions"]
     assert params["prepare"]["data"] == "sample"
@@ -397,16 +412,17 @@ def test_shipped_sample_is_pinned_marked_and_reproducible(tmp_path):
     shipped = pq.read_table(ROOT / params["prepare"]["source"] / FILE)
     assert shipped.schema.metadata[DATA_KIND_KEY.encode()] == b"sample"
     assert shipped.to_pylist() == synthetic.generate_rows(2, ties_at_least=1)
-    ref = [t.extra["reference_argmax"] != t.label for r in td.build(ROOT / params["prepare"]["source"],
-                                                                      data="sample").rows for t in r.targets.values()]
+    sample_rows = prepare_view("typed_decisions", ROOT / params["prepare"]["source"], data="sample").rows
+    ref = [t.extra["reference_argmax"] != t.label for r in sample_rows for t in r.targets.values()]
     assert any(ref)  # the sample exercises a label/argmax disagreement
 
 
 # --- end to end ------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_kedro_run_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
-    from kedro_project_run import kedro_run, make_project, mlflow_tags, report, write_replay
+    from support import kedro_run, make_project, mlflow_tags, report, write_replay
 
     project = make_project(tmp_path, ["typed_decisions"])
     kedro_run(project, "typed_decisions")
@@ -423,7 +439,7 @@ def test_kedro_run_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
     replay = write_replay(project, "typed_decisions", first_candidate, tmp_path / "answers.jsonl")
     kedro_run(project, "typed_decisions", f"model.adapter=replay,model.path={replay},model.name=first-candidate")
     rep = report(project, "first-candidate", "typed_decisions")
-    pv = td.build(project / "data/01_raw/typed_decisions/sample", data="sample")
+    pv = prepare_view("typed_decisions", project / "data/01_raw/typed_decisions/sample", data="sample")
     labels = [t.label for r in pv.rows for t in r.targets.values()]
     assert rep["metrics"]["overall"]["accuracy"] == pytest.approx(np.mean([lab == 0 for lab in labels]))
     assert rep["official"]["teacher_agreement"]["overall"]["label_accuracy"] == rep["metrics"]["overall"]["accuracy"]

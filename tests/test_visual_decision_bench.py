@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 import shutil
@@ -10,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from jevkedro.family import DATA_KIND_MARKER
+from jevkedro.config import SettingsError, parse_prepare_options
+from jevkedro.family import DATA_KIND_MARKER, family_manifest, prepare_view
 from jevkedro.nodes import metrics as M
-from jevkedro.nodes.snapshot import SnapshotError, SourceFormatError, commit_dataset, load_snapshot
+from jevkedro.nodes.snapshot import SnapshotError, SourceFormatError, commit_dataset, load_snapshot, render_tsv
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.pipelines import visual_decision_bench as vdb
 from jevkedro.pipelines.visual_decision_bench import synthetic as syn
@@ -213,25 +215,25 @@ def test_sample_media_are_a_real_png_and_an_mp4_type_box():
 
 def test_data_kind_markers_and_record_stamps(tmp_path):
     with pytest.raises(SnapshotError, match="cannot be prepared as data=official"):
-        vdb.build(SAMPLE, data="official")
+        prepare_view("visual_decision_bench", SAMPLE, data="official")
     rel = copy_sample(tmp_path)
     (rel / DATA_KIND_MARKER).unlink()
     with pytest.raises(SnapshotError, match="no JEVKEDRO_DATA_KIND.json"):
-        vdb.build(rel, data="sample")
+        prepare_view("visual_decision_bench", rel, data="sample")
     with pytest.raises(SnapshotError, match=r"eval\.jsonl:1: record written by jevkedro .* cannot be prepared as data=official"):
-        vdb.build(rel, data="official")
+        prepare_view("visual_decision_bench", rel, data="official")
     records, media = syn.sample_release()
     records["visualdecisionbench_video"][0]["meta"]["source"] = "crowd"  # as if a real record were copied in
     syn.write_release(records, media, tmp_path / "mixed", "synthetic")
     with pytest.raises(SnapshotError, match=r"eval\.jsonl:4: prepared as 'synthetic' data, but the record is not marked"):
-        vdb.build(tmp_path / "mixed", data="synthetic")
+        prepare_view("visual_decision_bench", tmp_path / "mixed", data="synthetic")
 
 
 def test_pinned_sample_source_hash(tmp_path):
     rel = copy_sample(tmp_path)
     (rel / "eval.jsonl").write_text((SAMPLE / "eval.jsonl").read_text() + "\n")
     with pytest.raises(SnapshotError, match=r"eval\.jsonl: sha256 \w+ does not match the pinned 51f885aa"):
-        vdb.build(rel, data="sample")
+        prepare_view("visual_decision_bench", rel, data="sample")
 
 
 def test_bad_json_and_duplicate_ids_name_the_line(tmp_path):
@@ -239,11 +241,11 @@ def test_bad_json_and_duplicate_ids_name_the_line(tmp_path):
     records["visualdecisionbench_image"].append(copy.deepcopy(records["visualdecisionbench_image"][0]))
     syn.write_release(records, media, tmp_path, "synthetic")
     with pytest.raises(SourceFormatError, match=r"eval\.jsonl:4: benchmark_record_id 'visualdecisionbench_image:000000' repeats line 1"):
-        vdb.build(tmp_path, data="synthetic")
+        prepare_view("visual_decision_bench", tmp_path, data="synthetic")
     with open(tmp_path / "eval.jsonl", "w", encoding="utf-8") as fh:
         fh.write(json.dumps(records["visualdecisionbench_image"][0]) + "\n{not json\n")
     with pytest.raises(SourceFormatError, match=r"eval\.jsonl:2: not valid JSON"):
-        vdb.build(tmp_path, data="synthetic")
+        prepare_view("visual_decision_bench", tmp_path, data="synthetic")
 
 
 def test_changed_or_missing_media_and_assets_manifest(tmp_path):
@@ -251,21 +253,21 @@ def test_changed_or_missing_media_and_assets_manifest(tmp_path):
     clip = rel / "assets/visualdecisionbench_video/syn-0001.mp4"
     clip.write_bytes(b"changed")
     with pytest.raises(SnapshotError, match=r"syn-0001\.mp4: sha256 \w+ does not match the record's asset sha256 \w+ \(.*eval\.jsonl:5\)"):
-        vdb.build(rel, view="visual_decision_bench_video", data="sample")
-    vdb.build(rel, view="visual_decision_bench_image", data="sample")  # only the view's media are checked
-    assert vdb.build(rel, view="visual_decision_bench_video", data="sample", verify_media="none").notes["media"]["files_hashed"] == 0
+        prepare_view("visual_decision_bench_video", rel, data="sample")
+    prepare_view("visual_decision_bench_image", rel, data="sample")  # only the view's media are checked
+    assert prepare_view("visual_decision_bench_video", rel, data="sample", verify_media="none").notes["media"]["files_hashed"] == 0
     clip.unlink()
-    notes = vdb.build(rel, view="visual_decision_bench_video", data="sample").notes["media"]
+    notes = prepare_view("visual_decision_bench_video", rel, data="sample").notes["media"]
     assert (notes["files_missing"], notes["missing_examples"]) == (1, ["assets/visualdecisionbench_video/syn-0001.mp4"])
     with pytest.raises(SnapshotError, match=r"eval\.jsonl:5: media file not found: .*syn-0001\.mp4"):
-        vdb.build(rel, view="visual_decision_bench_video", data="sample", verify_media="all")
+        prepare_view("visual_decision_bench_video", rel, data="sample", verify_media="all")
     # the assets manifest disagrees with a record (the eval.jsonl pin still holds)
     lines = (rel / "assets_manifest.jsonl").read_text().splitlines()
     entry = json.loads(lines[0])
     lines[0] = json.dumps({**entry, "sha256": "b" * 64})
     (rel / "assets_manifest.jsonl").write_text("\n".join(lines) + "\n")
     with pytest.raises(SnapshotError, match=r"pinned 94134476"):
-        vdb.build(rel, data="sample")
+        prepare_view("visual_decision_bench", rel, data="sample")
 
 
 def small_scale(image_states=4, video_states=2):
@@ -276,7 +278,7 @@ def small_scale(image_states=4, video_states=2):
 def test_assets_manifest_and_statistics_mismatches_reject(tmp_path):
     records, media = syn.generate_release(1, small_scale())
     syn.write_release(records, media, tmp_path, "synthetic")
-    built = vdb.build(tmp_path, view="visual_decision_bench_image", data="synthetic")
+    built = prepare_view("visual_decision_bench_image", tmp_path, data="synthetic")
     assert built.notes["subsets"]["visualdecisionbench_image"]["hard_label_questions"] == 6
     path = tmp_path / "assets_manifest.jsonl"
     lines = path.read_text().splitlines()
@@ -284,7 +286,7 @@ def test_assets_manifest_and_statistics_mismatches_reject(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(SnapshotError, match=r"eval\.jsonl:1: asset 'assets/visualdecisionbench_image/gen-000000\.png' "
                                             r"sha256 \w+ differs from assets_manifest\.jsonl:1 \(bbbb"):
-        vdb.build(tmp_path, data="synthetic")
+        prepare_view("visual_decision_bench", tmp_path, data="synthetic")
     syn.write_release(records, media, tmp_path, "synthetic")
     stats = json.loads((tmp_path / "statistics.json").read_text())
     stats["visualdecisionbench_image"]["hard_label_questions"] = 7
@@ -293,7 +295,7 @@ def test_assets_manifest_and_statistics_mismatches_reject(tmp_path):
     with pytest.raises(SnapshotError, match=r"statistics\.json: counts differ from the release statistics: "
                                             r"visualdecisionbench_image\.hard_label_questions: found 6, listed 7; "
                                             r"visualdecisionbench_video\.types: found .*'noul': 2.*, listed .*'noul': 3"):
-        vdb.build(tmp_path, data="synthetic")
+        prepare_view("visual_decision_bench", tmp_path, data="synthetic")
 
 
 def test_a_short_release_fails_naming_the_counts(tmp_path):
@@ -301,19 +303,45 @@ def test_a_short_release_fails_naming_the_counts(tmp_path):
     with pytest.raises(SnapshotError, match=r"visual_decision_bench from .*eval\.jsonl.*: counts differ from the manifest: "
                                             r"inputs: found 6, expected 1696; questions: found 12, expected 9143"):
         vdb.prepare(root=tmp_path / "snap", source=tmp_path / "rel", data="synthetic")
-    image = vdb.build(tmp_path / "rel", view="visual_decision_bench_image", data="synthetic")
+    image = prepare_view("visual_decision_bench_image", tmp_path / "rel", data="synthetic")
     with pytest.raises(SnapshotError, match=r"visual_decision_bench_image .*by_type\.choice: found 3, expected 1200"):
         commit_dataset(image, tmp_path / "s2")
 
 
+@pytest.mark.parametrize("view", vdb.VIEWS)
+def test_build_maps_the_release_without_touching_the_files(tmp_path, view):
+    """Every file access (media hashing included) is read_release's: build maps the same pinned
+    rows once the folder is gone."""
+    source = copy_sample(tmp_path)
+    release = vdb.read_release(parse_prepare_options(view, {"source": str(source), "data": "sample"}), view)
+    assert release.notes["media"]["files_hashed"] == release.notes["media"]["assets"] > 0
+    shutil.rmtree(source)
+    prepared = vdb.build(release, view)
+    assert hashlib.sha256(render_tsv(prepared.rows)).hexdigest() == family_manifest(vdb.FAMILY)["views"][view][
+        "snapshot_sha256"]["sample"]
+    assert prepared.notes["statistics_json"] == "checked" and prepared.sources == list(release.files)
+
+
+def test_verify_media_is_a_typed_prepare_option_and_a_release_is_read_for_one_view(tmp_path):
+    options = parse_prepare_options("visual_decision_bench_video", {"source": str(SAMPLE), "data": "sample"})
+    assert isinstance(options, vdb.PrepareOptions) and options.verify_media == "present"
+    with pytest.raises(SettingsError, match=r"visual_decision_bench_image\.prepare\.verify_media: 'always' is not allowed; "
+                                            r"allowed: one of: present, all, none"):
+        parse_prepare_options("visual_decision_bench_image", {"source": str(SAMPLE), "data": "sample", "verify_media": "always"})
+    release = vdb.read_release(options, "visual_decision_bench_video")
+    assert release.notes["media"]["assets"] == 2  # the video records' media only
+    with pytest.raises(ValueError, match="read for view 'visual_decision_bench_video' cannot be built as 'visual_decision_bench'"):
+        vdb.build(release, "visual_decision_bench")
+
+
 def test_hard_label_count_is_checked(monkeypatch, tmp_path):
-    built = vdb.build(SAMPLE, data="sample")
+    built = prepare_view("visual_decision_bench", SAMPLE, data="sample")
     assert built.notes["hard_label_questions"] == 13
     manifest = copy.deepcopy(vdb.family_manifest(vdb.FAMILY))
     manifest["views"]["visual_decision_bench"]["hard_label_questions"]["sample"] = 14
     monkeypatch.setattr(vdb, "family_manifest", lambda family: manifest)
     with pytest.raises(SnapshotError, match="hard_label_questions: found 13, expected 14"):
-        vdb.build(SAMPLE, data="sample")
+        prepare_view("visual_decision_bench", SAMPLE, data="sample")
 
 
 def test_full_scale_synthetic_release_reproduces_the_published_counts(tmp_path):
@@ -349,12 +377,12 @@ def video_record():
 
 
 def score(objs, predictions):
-    class Dataset:
+    class Snapshot:
         data = "sample"
 
     rows = [mapped(o, i) for i, o in enumerate(objs, 1)]
     table = build_question_table(rows, predictions)
-    return table, vdb.evaluate(Dataset, table, predictions)
+    return table, vdb.evaluate(Snapshot, table, predictions)
 
 
 @pytest.fixture
@@ -480,8 +508,9 @@ def test_media_requests_are_unsupported_for_text_only_adapters_and_images_go_mul
 # the Kedro views, out of the box
 
 
+@pytest.mark.e2e
 def test_kedro_runs_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
-    from kedro_project_run import kedro_run, make_project, reports, write_replay
+    from support import kedro_run, make_project, reports, write_replay
 
     project = make_project(tmp_path, ["visual_decision_bench"])
     kedro_run(project, "visual_decision_bench")

@@ -6,16 +6,17 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from conftest import ZH_RAW
+from jevkedro.family import prepare_view
 from jevkedro.nodes.snapshot import SnapshotError, SourceFormatError, load_snapshot
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.pipelines import zh_decision_bench as zh
 from jevkedro.protocol import FORBIDDEN_REQUEST_KEYS
+from support import ZH_RAW
 
 
 @pytest.fixture(scope="module")
 def prepared():
-    return zh.build(source=ZH_RAW)
+    return prepare_view("zh_decision_bench", ZH_RAW)
 
 
 def test_counts_match_the_release(prepared):

@@ -1,4 +1,9 @@
-"""Kedro datasets for snapshots and predictions (declared as factories in ``conf/base/catalog.yml``)."""
+"""Kedro datasets of the views' pipelines (declared as factories in ``conf/base/catalog.yml``).
+
+``{view}.release`` (raw) -> ``{view}.snapshot`` (primary) -> ``{view}.predictions`` (model output) ->
+``{view}.report`` / ``{view}.official`` (reporting). Every file written here is written atomically
+(temp file + rename), so a killed run never leaves half a file where a good one was.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,54 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kedro.io import AbstractDataset
+from kedro.io import AbstractDataset, DatasetError
+from kedro_datasets._typing import JSONPreview, TablePreview
 
+from jevkedro.config import PrepareOptions, parse_prepare_options
+from jevkedro.family import Release
 from jevkedro.nodes.infer import PredictionLog
-from jevkedro.nodes.snapshot import PreparedView, Snapshot, atomic_write_bytes, commit_dataset, load_snapshot, snapshot_paths
+from jevkedro.nodes.snapshot import (
+    PreparedView,
+    Snapshot,
+    atomic_write_bytes,
+    atomic_write_json,
+    commit_dataset,
+    load_snapshot,
+    snapshot_paths,
+)
+from jevkedro.registry import family_of
+
+
+class ReleaseDataset(AbstractDataset[None, Release]):
+    """A view's upstream release, read and checked by its family's ``read_release`` (read-only).
+
+    Where the release is and what kind of data it holds come from the typed ``<view>.prepare``
+    settings, which :class:`jevkedro.hooks.CheckSettings` checks and binds (:meth:`bind`) when the
+    catalog is created; a dataset that was never bound refuses to load rather than guess a folder.
+    """
+
+    def __init__(self, view: str, metadata: dict[str, Any] | None = None) -> None:
+        family_of(view)  # an unknown view fails here, naming the known ones
+        self.view, self.metadata = view, metadata
+        self.options: PrepareOptions | None = None
+
+    def bind(self, options: PrepareOptions | dict[str, Any]) -> None:
+        self.options = parse_prepare_options(self.view, options)
+
+    def load(self) -> Release:
+        if self.options is None:
+            raise DatasetError(f"{self.view}.release: no release configured; set {self.view}.prepare.source "
+                               f"and {self.view}.prepare.data (parameters_<family>.yml or --params)")
+        return family_of(self.view).module().read_release(self.options, self.view)
+
+    def save(self, data: None) -> None:
+        raise DatasetError(f"{self.view}.release is read-only: upstream releases are never written by a run")
+
+    def _exists(self) -> bool:
+        return self.options is not None and Path(self.options.source).exists()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"view": self.view, **(self.options.model_dump() if self.options else {})}
 
 
 class SnapshotDataset(AbstractDataset[PreparedView, Snapshot]):
@@ -56,6 +105,49 @@ class PredictionsDataset(AbstractDataset[PredictionLog, PredictionLog]):
 
     def _describe(self) -> dict[str, Any]:
         return {"filepath": str(self.filepath)}
+
+
+class JSONDataset(AbstractDataset[dict, dict]):
+    """A JSON document (UTF-8, non-ASCII kept, indented), written atomically."""
+
+    def __init__(self, filepath: str, metadata: dict[str, Any] | None = None) -> None:
+        self.filepath, self.metadata = Path(filepath), metadata
+
+    def load(self) -> Any:
+        try:
+            return json.loads(self.filepath.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{self.filepath}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+
+    def save(self, data: Any) -> None:
+        atomic_write_json(self.filepath, data)
+
+    def _exists(self) -> bool:
+        return self.filepath.is_file()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self.filepath)}
+
+    def preview(self) -> JSONPreview:  # kedro-viz: the document itself
+        return JSONPreview(self.filepath.read_text(encoding="utf-8") if self.filepath.is_file() else "{}")
+
+
+class ReportDataset(JSONDataset):
+    """``report.json``; kedro-viz previews its headline figures as a table (overall and per type)."""
+
+    HEADLINE = ("n", "accuracy", "accuracy_n", "nll", "brier", "ece", "probability_n")
+
+    def preview(self) -> TablePreview:  # pandas "split" layout
+        report = self.load() if self.filepath.is_file() else {}
+        metrics = report.get("metrics") or {}
+        rows = {"overall": metrics.get("overall") or {}}
+        rows.update({f"type={t}": m for t, m in (metrics.get("by_type") or {}).items()})
+        return TablePreview({"index": list(rows), "columns": list(self.HEADLINE),
+                             "data": [[_rounded(m.get(c)) for c in self.HEADLINE] for m in rows.values()]})
+
+
+def _rounded(value: Any) -> Any:
+    return round(value, 4) if isinstance(value, float) else value
 
 
 class JSONLinesDataset(AbstractDataset[list, list]):

@@ -1,21 +1,31 @@
-"""What every family package shares: reading its ``manifest.json`` and turning a ``build``
-(upstream release -> :class:`PreparedView`) into the public ``prepare(root, source, **options)``.
+"""What every family package shares: the :class:`Release` type, reading its ``manifest.json``,
+data-kind markers, and ``prepare(root, source, **options)`` for use outside Kedro.
 
 A family package (``jevkedro.pipelines.<family>``) holds only what differs between families:
-``build`` (its source mapping), ``evaluate`` (its ``official`` scorer), ``manifest.json`` and
-its docs. Everything else -- writing, verifying, inference, validation, metrics, reports,
-tracking -- is shared.
+
+- ``read_release(options, view) -> Release``: read the upstream release named by the typed
+  ``<view>.prepare`` options, check its pins (sha256, counts, data-kind markers) and parse it
+  (malformed lines name file and line); the ``{view}.release`` catalog dataset calls it;
+- ``build(release, view) -> PreparedView``: the pure mapping from the release to the view's
+  snapshot rows (no file access), run by the ``prepare_snapshot`` node;
+- optionally ``PrepareOptions`` (a :class:`jevkedro.config.PrepareOptions` subclass with the
+  family's extra options) and ``evaluate(snapshot, table, predictions)`` (its ``official`` report);
+- ``manifest.json`` and its docs.
+
+Everything else -- writing, verifying, inference, validation, metrics, reports, tracking -- is shared.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, atomic_write_json, commit_dataset
+from jevkedro.config import PrepareOptions, parse_prepare_options
+from jevkedro.nodes.snapshot import SnapshotError, SourceFile, SourceFormatError, atomic_write_json, commit_dataset
 from jevkedro.protocol import candidates_for
 
 DEFAULT_SNAPSHOT_ROOT = Path("data/02_snapshots")
@@ -46,17 +56,52 @@ def pinned_snapshot_sha256(family: str, view: str, data: str) -> str | None:
     return expected_for(family, view, data).get("snapshot_sha256")
 
 
-def make_prepare(family: str, views: tuple[str, ...], build: Callable[..., PreparedView]) -> Callable[..., list[dict]]:
-    """The family's public ``prepare(root=None, source=None, **options)``.
+@dataclass(frozen=True)
+class Release:
+    """An upstream release as read and checked by a family's ``read_release``.
 
-    Builds each view from ``source`` (default ``data/01_raw/<family>``) and writes it under
-    ``root`` (default ``data/02_snapshots``) through the one shared writer; returns the manifests.
+    ``files``: every file read, with its sha256 (checked against the family's pins where it pins
+    them); ``content``: the parsed records in the family's own shape (each keeps its file and line,
+    so the mapping can name them in errors); ``notes``: what the reading decided (exclusions, media
+    checks, ...), carried into the snapshot manifest.
+    """
+
+    family: str
+    data: str  # official | sample | synthetic
+    source: Path
+    files: tuple[SourceFile, ...]
+    content: Any
+    options: PrepareOptions
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+def prepare_view(view: str, source: str | Path, **options: Any) -> Any:
+    """Read and map one view outside a Kedro run (tests, scripts): the family's
+    ``build(read_release(options, view), view)`` with ``options`` checked like ``<view>.prepare``."""
+    from jevkedro.registry import family_of
+
+    module = family_of(view).module()
+    typed = parse_prepare_options(view, {"source": str(source), **options})
+    return module.build(module.read_release(typed, view), view)
+
+
+def make_prepare(family: str, views: tuple[str, ...], read_release: Callable[..., Release],
+                 build: Callable[[Release, str], Any]) -> Callable[..., list[dict]]:
+    """The family's ``prepare(root=None, source=None, **options)``, for use outside a Kedro run.
+
+    Reads each view's release from ``source`` (default ``data/01_raw/<family>``) with the typed
+    ``<view>.prepare`` options, maps it and writes it under ``root`` (default ``data/02_snapshots``)
+    through the one shared writer; returns the manifests.
     """
 
     def prepare(root: str | Path | None = None, source: str | Path | None = None, **options: Any) -> list[dict]:
         root = Path(root) if root is not None else DEFAULT_SNAPSHOT_ROOT
         source = Path(source) if source is not None else DEFAULT_RAW_ROOT / family
-        return [commit_dataset(build(source=source, view=view, **options), root) for view in views]
+        manifests = []
+        for view in views:
+            typed = parse_prepare_options(view, {"source": str(source), **options})
+            manifests.append(commit_dataset(build(read_release(typed, view), view), root))
+        return manifests
 
     prepare.__doc__ = f"Prepare the {family} snapshot(s) {views} from an upstream release folder."
     return prepare

@@ -1,8 +1,9 @@
 """The one list of benchmark families and their views (PROTOCOL §1, §7).
 
-Pipelines, the CLI and the evaluator find a family only through its entry here. A family is a
-package under ``jevkedro.pipelines`` exposing ``prepare(root=None, source=None, **options)`` and,
-when it needs its own scorer, ``evaluate(dataset, records, predictions, output)``.
+Pipelines, settings, the CLI and the evaluator find a family only through its entry here. A family
+is a package under ``jevkedro.pipelines`` exposing ``read_release(options, view)`` (the release,
+read and checked), ``build(release, view)`` (the pure mapping to snapshot rows) and, when it has
+its own scorer, ``evaluate(snapshot, table, predictions)`` (see :mod:`jevkedro.family`).
 """
 
 from __future__ import annotations
@@ -47,33 +48,8 @@ class UnknownViewError(KeyError):
         return self.args[0]
 
 
-class ViewNotBuiltError(NotImplementedError):
-    """Raised by a family whose preparation or scorer has not been built yet."""
-
-
 def family_of(view: str) -> Family:
     try:
         return FAMILY_BY_VIEW[view]
     except KeyError:
         raise UnknownViewError(f"unknown view {view!r}; known views: {', '.join(VIEWS)}") from None
-
-
-def not_built(family: str, issue: str):
-    """A ``prepare`` for a family whose data preparation is not built yet: fails clearly."""
-
-    def prepare(root=None, source=None, **options):
-        raise ViewNotBuiltError(
-            f"{family}: data preparation is not built yet ({issue}); "
-            f"built views: {', '.join(built_views())}"
-        )
-
-    prepare.not_built = True  # type: ignore[attr-defined]
-    return prepare
-
-
-def built_views() -> list[str]:
-    out = []
-    for fam in FAMILIES:
-        if not getattr(fam.module().prepare, "not_built", False):
-            out.extend(fam.views)
-    return out

@@ -2,7 +2,7 @@
 
 from kedro.config import OmegaConfigLoader
 
-from jevkedro.hooks import ModelKeysFromCredentials
+from jevkedro.hooks import CheckSettings, ModelKeysFromCredentials, TrackViewRuns
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {
@@ -11,5 +11,7 @@ CONFIG_LOADER_ARGS = {
     "config_patterns": {"mlflow": ["mlflow*", "mlflow*/**"]},
 }
 
-# API keys named in conf/local/credentials.yml (model_api_keys) become environment variables.
-HOOKS = (ModelKeysFromCredentials(),)
+# Settings are checked (and the releases located) before anything runs; API keys named in
+# conf/local/credentials.yml (model_api_keys) become environment variables; each scored view is
+# logged to MLflow once its outputs are saved.
+HOOKS = (CheckSettings(), ModelKeysFromCredentials(), TrackViewRuns())

@@ -1,13 +1,23 @@
-"""Model adapters, found by the name given in ``model.adapter``."""
+"""Model adapters, found by the name given in ``model.adapter``.
+
+Each adapter class declares its own settings as a nested ``Options`` model (a
+:class:`jevkedro.config.AdapterOptions`); :class:`jevkedro.config.ModelSettings` checks
+``model.<key>`` against the chosen adapter's ``Options`` and the engine's settings.
+"""
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from jevkedro.models.base import Adapter, AdapterResult, StopRun
 
-# adapter name -> "module:Class"; imported lazily so optional extras stay optional.
+if TYPE_CHECKING:
+    from jevkedro.config import ModelSettings
+
+# adapter name -> "module:Class"; imported lazily so optional extras stay optional (adapter modules
+# import their heavy dependencies only in ``setup``).
 ADAPTERS: dict[str, str] = {
     "sparrow": "jevkedro.models.sparrow:SparrowAdapter",
     "replay": "jevkedro.models.replay:ReplayAdapter",
@@ -16,22 +26,20 @@ ADAPTERS: dict[str, str] = {
     "minilm": "jevkedro.models.minilm:MiniLMAdapter",
 }
 
-# Settings that configure the engine or name the run rather than the adapter.
-ENGINE_KEYS = {"adapter", "name", "concurrency", "batch_size", "retry", "progress",
-               "max_consecutive_failures", "fsync", "fsync_interval_s", "price_input_per_1m",
-               "price_output_per_1m", "executor", "workers", "scheduler", "shard_size",
-               "shard_store"}
 
-
-def make_adapter(settings: dict[str, Any]) -> Adapter:
-    """Build the adapter named by ``settings["adapter"]`` from the ``model`` parameters."""
-    kind = settings.get("adapter", "sparrow")
+def adapter_class(kind: str) -> type[Adapter]:
     if kind not in ADAPTERS:
         raise ValueError(f"unknown model.adapter {kind!r}; known: {', '.join(sorted(ADAPTERS))}")
     module, cls = ADAPTERS[kind].split(":")
-    adapter_cls = getattr(importlib.import_module(module), cls)
-    kwargs = {k: v for k, v in settings.items() if k not in ENGINE_KEYS and v is not None}
-    return adapter_cls(**kwargs)
+    return getattr(importlib.import_module(module), cls)
 
 
-__all__ = ["ADAPTERS", "Adapter", "AdapterResult", "StopRun", "make_adapter"]
+def make_adapter(settings: ModelSettings | Mapping[str, Any]) -> Adapter:
+    """Build the adapter named by ``model.adapter`` from the (typed or flat) ``model`` settings."""
+    from jevkedro.config import ModelSettings
+
+    settings = ModelSettings.parse(settings)
+    return adapter_class(settings.adapter)(**settings.options.model_dump(exclude_none=True))
+
+
+__all__ = ["ADAPTERS", "Adapter", "AdapterResult", "StopRun", "adapter_class", "make_adapter"]

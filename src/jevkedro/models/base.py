@@ -12,6 +12,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from jevkedro.config import AdapterOptions
+
 # Request-level outcomes written to the predictions log.
 STATUSES = ("ok", "unsupported", "error", "unattempted")
 # Why a request ended in ``error`` (AdapterResult.failure).
@@ -86,6 +88,7 @@ class Adapter(ABC):
     measures_latency: bool = True
     remote: bool = False
     default_batch_size: int = 1
+    Options: type[AdapterOptions] = AdapterOptions  # this adapter's own ``model.<key>`` settings
 
     def __init__(self, **settings: Any) -> None:
         self.settings = settings

@@ -27,9 +27,13 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
+from annotated_types import Le
+from pydantic import Field
+
+from jevkedro.config import AdapterOptions, PositiveFloat
 from jevkedro.models.base import Adapter, AdapterResult, StopRun
 
 log = logging.getLogger(__name__)
@@ -80,6 +84,12 @@ class HttpAdapter(Adapter):
 
     remote = True
     default_key_env: str | None = None
+
+    class Options(AdapterOptions):
+        endpoint: str | None = Field(None, description="base URL up to and including /v1")
+        model: str | None = Field(None, description="the server's model id (pin a version, e.g. jev-1.13.0)")
+        api_key_env: str | None = Field(None, description="NAME of the environment variable holding the key; none: no auth")
+        timeout_s: Annotated[PositiveFloat, Le(3600)] = Field(60.0, description="per-request deadline in seconds")
 
     def __init__(self, endpoint: str | None = None, model: str | None = None,
                  api_key_env: str | None = None, timeout_s: float = 60.0, **settings: Any) -> None:

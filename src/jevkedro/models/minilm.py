@@ -35,8 +35,11 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import Field
+
+from jevkedro.config import AdapterOptions, PositiveFloat, PositiveInt
 from jevkedro.models.base import Adapter, AdapterResult
 from jevkedro.models.systemone import media_parts
 from jevkedro.protocol import ProtocolError, candidates_for
@@ -71,6 +74,12 @@ def candidate_texts(question: dict[str, Any]) -> tuple[list[str], list[str]]:
 class MiniLMAdapter(Adapter):
     kind = "minilm"
     default_batch_size = 16
+
+    class Options(AdapterOptions):
+        device: Literal["cpu", "cuda", "auto"] = "cpu"
+        threads: PositiveInt = Field(1, description="torch threads on CPU")
+        temperature: PositiveFloat = DEFAULT_TEMPERATURE
+        encode_batch_size: PositiveInt = 64
 
     def __init__(self, device: str = "cpu", threads: int = 1, temperature: float = DEFAULT_TEMPERATURE,
                  encode_batch_size: int = 64, **settings: Any) -> None:

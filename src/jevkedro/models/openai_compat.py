@@ -24,6 +24,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pydantic import Field
+
+from jevkedro.config import NonNegativeFloat, PositiveInt
 from jevkedro.models.base import AdapterResult
 from jevkedro.models.http import HttpAdapter
 from jevkedro.models.systemone import media_parts
@@ -76,6 +79,10 @@ class OpenAICompatAdapter(HttpAdapter):
     kind = "openai_compat"
     probability_source = "verbalized"
     default_key_env = "OPENAI_API_KEY"
+
+    class Options(HttpAdapter.Options):
+        temperature: NonNegativeFloat | None = Field(None, description="sampling temperature (null: the server's default)")
+        max_tokens: PositiveInt | None = None
 
     def __init__(self, temperature: float | None = None, max_tokens: int | None = None, **settings: Any) -> None:
         super().__init__(**settings)

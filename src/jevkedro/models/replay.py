@@ -10,6 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
+from jevkedro.config import AdapterOptions
 from jevkedro.models.base import Adapter, AdapterResult
 from jevkedro.nodes.snapshot import SourceFormatError, read_jsonl, sha256_file
 
@@ -18,6 +21,10 @@ class ReplayAdapter(Adapter):
     kind = "replay"
     resumable = False  # the file is the answer: re-read it on every run
     measures_latency = False  # reading a recorded answer says nothing about the model's speed
+
+    class Options(AdapterOptions):
+        path: str | None = Field(None, description='JSONL of {"request_id", "response"} lines')
+        model: str | None = Field(None, description="the model id to record (default replay:<file name>)")
 
     def __init__(self, path: str | None = None, **settings: Any) -> None:
         super().__init__(path=path, **settings)

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
+from jevkedro.config import AdapterOptions
 from jevkedro.models.base import Adapter, AdapterResult
 
 DEFAULT_SPARROW_MODEL = "sparrow-nano-general-v1.1"
@@ -36,6 +39,9 @@ def has_media(value: Any) -> bool:
 
 class SparrowAdapter(Adapter):
     kind = "sparrow"
+
+    class Options(AdapterOptions):
+        model: str | None = Field(None, description=f"sparrow-decider model name (default {DEFAULT_SPARROW_MODEL})")
 
     def __init__(self, model: str | None = None, **settings: Any) -> None:
         super().__init__(model=model or DEFAULT_SPARROW_MODEL, **settings)

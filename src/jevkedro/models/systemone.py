@@ -31,8 +31,12 @@ from __future__ import annotations
 import json
 import mimetypes
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from annotated_types import Ge
+from pydantic import Field, StrictInt
+
+from jevkedro.config import PositiveInt
 from jevkedro.models.base import AdapterResult
 from jevkedro.models.http import HttpAdapter, HttpReply
 from jevkedro.protocol import offers_abstain_option
@@ -73,6 +77,18 @@ def media_parts(value: Any) -> tuple[list[str], int]:
 class SystemOneAdapter(HttpAdapter):
     kind = "systemone"
     default_key_env = "TYPESAFE_API_KEY"
+
+    class Options(HttpAdapter.Options):
+        flavour: Literal["systemone", "decide"] = Field("systemone", description="decide: the list-shaped /decide flavour")
+        images: Literal["none", "multipart"] = Field("none", description="multipart: send images as file parts")
+        media_root: str = Field(".", description="folder that image paths in states are relative to")
+        max_images: Annotated[StrictInt, Ge(0)] = 2
+        min_choice_options: PositiveInt = 2
+        max_choice_options: PositiveInt = 255
+        max_score_levels: Annotated[StrictInt, Ge(2)] = 10
+        max_questions: PositiveInt = 256
+        max_request_bytes: PositiveInt | None = Field(None, description="client-side cap on the JSON body")
+        send_abstain: bool = Field(False, description="send abstain=true where a request offers the abstain option")
 
     def __init__(self, flavour: str = "systemone", images: str = "none", media_root: str = ".",
                  max_images: int = 2, min_choice_options: int = 2, max_choice_options: int = 255,

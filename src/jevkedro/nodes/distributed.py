@@ -355,7 +355,7 @@ def run_distributed(snapshot: Snapshot, plog: PredictionLog, engine: EngineSetti
         return 0, len(done), None
     sent_settings = task_settings(settings, adapter)
     client, cluster, where = _client(engine)
-    progress = Progress(asked, snapshot.view, engine.progress_s)
+    progress = Progress(asked, snapshot.view, engine.progress)
     stopped = None
     try:
         n_workers = check_workers(client, where, getattr(adapter, "key_env", None))

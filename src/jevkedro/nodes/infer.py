@@ -48,20 +48,19 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
-from urllib.parse import urlsplit
 
 from tqdm.auto import tqdm
 
+from jevkedro.config import FSYNC_POLICIES, EngineSettings, ModelSettings, RetrySettings
 from jevkedro.models import Adapter, AdapterResult, StopRun, make_adapter
 from jevkedro.nodes.snapshot import Snapshot, atomic_write_bytes, atomic_writer
 
 log = logging.getLogger(__name__)
 
 FINAL_STATUSES = {"ok", "unsupported"}
-FSYNC_POLICIES = ("always", "interval", "never")
 
 
 class PredictionLogError(ValueError):
@@ -228,44 +227,8 @@ class PredictionLog:
 
 
 # -- settings -----------------------------------------------------------------------------------
-
-RETRY_KINDS = ("429", "5xx", "timeout", "connection")
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Which failures are tried again, how often and after how long (see the module docstring)."""
-
-    max_attempts: int = 1
-    kinds: tuple[str, ...] = RETRY_KINDS
-    backoff_s: float = 1.0
-    backoff_max_s: float = 30.0
-
-    @classmethod
-    def from_setting(cls, value: Any) -> RetryPolicy:
-        if value is None:
-            return cls()
-        if not isinstance(value, Mapping):
-            raise ValueError(f"model.retry must be a mapping (max_attempts, kinds, backoff_s, backoff_max_s), got {value!r}")
-        unknown = set(value) - {"max_attempts", "kinds", "backoff_s", "backoff_max_s"}
-        if unknown:
-            raise ValueError(f"model.retry has unknown keys {sorted(unknown)}")
-        kinds = value.get("kinds", RETRY_KINDS)
-        kinds = tuple(str(x) for x in ([kinds] if isinstance(kinds, (str, int)) else kinds))
-        bad = set(kinds) - set(RETRY_KINDS)
-        if bad:
-            raise ValueError(f"model.retry.kinds: unknown kinds {sorted(bad)}; known: {RETRY_KINDS}")
-        policy = cls(int(value.get("max_attempts", 1)), kinds, float(value.get("backoff_s", 1.0)),
-                     float(value.get("backoff_max_s", 30.0)))
-        if policy.max_attempts < 1:
-            raise ValueError("model.retry.max_attempts must be at least 1 (1 = no retries)")
-        return policy
-
-    def delay(self, attempt: int, retry_after: float | None) -> float:
-        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        if retry_after is not None:
-            return min(retry_after, self.backoff_max_s)
-        return min(self.backoff_s * 2 ** (attempt - 1), self.backoff_max_s)
+# The engine's settings are typed in :mod:`jevkedro.config` (EngineSettings, RetrySettings); what
+# follows is how the engine applies them.
 
 
 def retry_kind(result: AdapterResult | None, stop: StopRun | None) -> str | None:
@@ -288,6 +251,10 @@ class Tariff:
     input_per_1m: float | None = None
     output_per_1m: float | None = None
 
+    @classmethod
+    def of(cls, engine: EngineSettings) -> Tariff:
+        return cls(engine.price_input_per_1m, engine.price_output_per_1m)
+
     def cost(self, usage: Any) -> float | None:
         if not isinstance(usage, Mapping) or self.input_per_1m is None:
             return None
@@ -297,68 +264,6 @@ class Tariff:
         if tokens_out and self.output_per_1m is None:
             return None
         return tokens_in * self.input_per_1m / 1e6 + tokens_out * (self.output_per_1m or 0.0) / 1e6
-
-
-def _opt_float(value: Any) -> float | None:
-    return None if value is None or value == "" else float(value)
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    """How the engine runs (from ``params:model``); recorded in ``run.json``."""
-
-    concurrency: int = 1
-    batch_size: int | None = None
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    max_consecutive_failures: int = 3
-    fsync: str = "interval"
-    fsync_interval_s: float = 1.0
-    progress_s: float = 5.0
-    tariff: Tariff = field(default_factory=Tariff)
-    executor: str = "local"
-    workers: int = 2
-    scheduler: str | None = None
-    shard_size: int = 64
-    shard_store: str | None = None  # dask: fsspec URL or local path of the optional crash-safe shard store
-
-    @classmethod
-    def from_model(cls, model: Mapping[str, Any]) -> EngineSettings:
-        m = {k: v for k, v in model.items() if v is not None}
-        progress = m.get("progress", 5.0)
-        engine = cls(
-            concurrency=int(m.get("concurrency", 1)),
-            batch_size=int(m["batch_size"]) if m.get("batch_size") else None,
-            retry=RetryPolicy.from_setting(m.get("retry")),
-            max_consecutive_failures=int(m.get("max_consecutive_failures", 3)),
-            fsync=str(m.get("fsync", "interval")),
-            fsync_interval_s=float(m.get("fsync_interval_s", 1.0)),
-            progress_s=0.0 if progress is False else float(progress),
-            tariff=Tariff(_opt_float(m.get("price_input_per_1m")), _opt_float(m.get("price_output_per_1m"))),
-            executor=str(m.get("executor", "local")),
-            workers=int(m.get("workers", 2)),
-            scheduler=m.get("scheduler") or None,
-            shard_size=int(m.get("shard_size", 64)),
-            shard_store=m.get("shard_store") or None,
-        )
-        if engine.concurrency < 1 or engine.shard_size < 1 or engine.workers < 1:
-            raise ValueError("model.concurrency, model.workers and model.shard_size must be at least 1")
-        if engine.executor not in ("local", "dask"):
-            raise ValueError(f"model.executor must be 'local' or 'dask', got {engine.executor!r}")
-        if engine.fsync not in FSYNC_POLICIES:
-            raise ValueError(f"model.fsync must be one of {FSYNC_POLICIES}, got {engine.fsync!r}")
-        if engine.shard_store is not None:
-            if not isinstance(engine.shard_store, str):
-                raise ValueError(f"model.shard_store must be an fsspec URL or a local path, got {type(engine.shard_store).__name__}")
-            parts = urlsplit(engine.shard_store)
-            if parts.password is not None or parts.query:  # it is recorded in run.json and as an MLflow param
-                raise ValueError("model.shard_store must not carry a password or a query (tokens); the store's "
-                                 "credentials come from each process's environment (e.g. AWS_* for s3://)")
-        return engine
-
-    def to_meta(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["retry"]["kinds"] = list(self.retry.kinds)
-        return out
 
 
 # -- progress -----------------------------------------------------------------------------------
@@ -433,7 +338,7 @@ class _Outcome:
     attempts: int
 
 
-def _call(adapter: Adapter, rid: str, request: dict[str, Any], policy: RetryPolicy,
+def _call(adapter: Adapter, rid: str, request: dict[str, Any], policy: RetrySettings,
           halt: threading.Event) -> _Outcome:
     """One request with the retry policy; latency is that of the last attempt."""
     attempt = 0
@@ -466,6 +371,7 @@ class _Collector:
                  first_state: dict[str, bool]) -> None:
         self.adapter, self.engine, self.sha, self.emit, self.halt = adapter, engine, sha, emit, halt
         self.first_state = first_state
+        self.tariff = Tariff.of(engine)
         self.stopped: str | None = None
         self.consecutive = 0
 
@@ -489,7 +395,7 @@ class _Collector:
         first = timed and not self.first_state["taken"]
         self.first_state["taken"] = self.first_state["taken"] or timed
         self.emit(_record(o.rid, result, o.latency if timed else None, self.sha, first,
-                          self.adapter.probability_source, self.engine.tariff.cost(result.usage),
+                          self.adapter.probability_source, self.tariff.cost(result.usage),
                           o.attempts if self.adapter.remote else None))
         if result.infrastructure_failure:
             self.consecutive += 1
@@ -608,7 +514,7 @@ def run_inference(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog,
                         plog.path, previous.get("identity"), identity)
         plog.reset()
     plog.configure(engine.fsync, engine.fsync_interval_s)
-    meta = {"identity": identity, "probability_source": adapter.probability_source, "engine": engine.to_meta()}
+    meta = {"identity": identity, "probability_source": adapter.probability_source, "engine": engine.model_dump(mode="json")}
     plog.write_meta(meta)
     order = [rid for rid, _ in snapshot.requests()]
     stopped = None
@@ -626,7 +532,7 @@ def run_inference(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog,
             asked, reused = len(todo), len(done)
             log.info("%s: %d requests, %d already answered, %d to ask (%s)",
                      snapshot.view, len(order), reused, asked, identity["model"])
-            progress = Progress(asked, snapshot.view, engine.progress_s)
+            progress = Progress(asked, snapshot.view, engine.progress)
 
             def emit(rec: dict[str, Any]) -> None:
                 plog.append(rec)
@@ -646,10 +552,10 @@ def run_inference(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog,
     return summary
 
 
-def infer(snapshot: Snapshot, plog: PredictionLog, model: dict[str, Any]) -> PredictionLog:
-    """Kedro node: run the configured model (``params:model``) on a verified snapshot."""
-    adapter = make_adapter(dict(model))
-    summary = run_inference(snapshot, adapter, plog, EngineSettings.from_model(model), model)
+def infer(snapshot: Snapshot, plog: PredictionLog, model: ModelSettings | Mapping[str, Any]) -> PredictionLog:
+    """Run the configured model (``params:model``) on a verified snapshot."""
+    model = ModelSettings.parse(model)
+    summary = run_inference(snapshot, make_adapter(model), plog, model.engine, model.flat())
     log.info("%s: inference done: %s (cost %s USD)", snapshot.view, summary["statuses"], summary["cost_usd"])
     if summary["stopped"]:
         log.error("%s: run stopped early: %s", snapshot.view, summary["stopped"])

@@ -1,7 +1,8 @@
 """MLflow tracking: one MLflow run per (model, view), nested under kedro-mlflow's run.
 
 kedro-mlflow (``conf/base/mlflow.yml``) sets the tracking store and opens a run per
-``kedro run``; each view the pipeline scores becomes a child run tagged ``model``,
+``kedro run``; each view the pipeline scores becomes a child run (logged by the
+:class:`jevkedro.hooks.TrackViewRuns` hook once the view's outputs are saved) tagged ``model``,
 ``benchmark``, ``view``, ``snapshot_sha256``, ``data``, ``probability_source`` and ``complete``, with the
 metrics and the manifest, report and official summary as artifacts. Nothing secret is logged:
 reports and manifests carry no credentials (keys are read from the environment at call time).
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from jevkedro.nodes.report import main_metric
@@ -36,10 +38,18 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "_-./ " else "_" for c in name)
 
 
-def track(report: Mapping[str, Any], official: Any, manifest: Mapping[str, Any]) -> str:
-    """Record one (model, view) run in MLflow; returns its run id."""
-    import mlflow
+@dataclass
+class ViewRun:
+    """What one (model, view) MLflow run records: a pure function of the report (:func:`view_run`)."""
 
+    name: str
+    tags: dict[str, str]
+    metrics: dict[str, float]
+    artifacts: dict[str, Any] = field(default_factory=dict)  # file name -> JSON document
+
+
+def view_run(report: Mapping[str, Any], official: Any, manifest: Mapping[str, Any]) -> ViewRun:
+    """The tags, metrics and artifacts of one (model, view) run, from its report and manifest."""
     tags = {
         "model": str(report["model"]),
         "model_id": str(report.get("model_id")),
@@ -60,14 +70,27 @@ def track(report: Mapping[str, Any], official: Any, manifest: Mapping[str, Any])
     main = main_metric(official)
     if main is not None and isinstance(main["value"], (int, float)):
         metrics[_safe(f"official/{main['name']}")] = float(main["value"])  # the family's headline
+    artifacts = {"manifest.json": dict(manifest), "report.json": dict(report)}
+    if official is not None:
+        artifacts["official.json"] = official if isinstance(official, dict) else {"official": official}
+    return ViewRun(f"{report['model']}/{report['view']}", tags, metrics, artifacts)
+
+
+def log_view_run(run: ViewRun) -> str:
+    """Record one :class:`ViewRun` in MLflow (nested under kedro-mlflow's run when one is open)."""
+    import mlflow
+
     nested = mlflow.active_run() is not None
-    with mlflow.start_run(run_name=f"{report['model']}/{report['view']}", nested=nested, tags=tags) as run:
-        for start in range(0, len(metrics), 500):  # MLflow's batch limit is 1000 metrics
-            chunk = dict(list(metrics.items())[start:start + 500])
-            mlflow.log_metrics(chunk)
-        mlflow.log_dict(dict(manifest), "manifest.json")
-        mlflow.log_dict(dict(report), "report.json")
-        if official is not None:
-            mlflow.log_dict(official if isinstance(official, dict) else {"official": official}, "official.json")
-        log.info("MLflow run %s: %s on %s", run.info.run_id, report["model"], report["view"])
-        return run.info.run_id
+    with mlflow.start_run(run_name=run.name, nested=nested, tags=run.tags) as active:
+        items = list(run.metrics.items())
+        for start in range(0, len(items), 500):  # MLflow's batch limit is 1000 metrics
+            mlflow.log_metrics(dict(items[start:start + 500]))
+        for name, document in run.artifacts.items():
+            mlflow.log_dict(document, name)
+        log.info("MLflow run %s: %s", active.info.run_id, run.name)
+        return active.info.run_id
+
+
+def track(report: Mapping[str, Any], official: Any, manifest: Mapping[str, Any]) -> str:
+    """Record one (model, view) run in MLflow; returns its run id."""
+    return log_view_run(view_run(report, official, manifest))

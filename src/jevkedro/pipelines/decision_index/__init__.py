@@ -33,11 +33,14 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare, wire_question
-from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFile, SourceFormatError, check_source
+from jevkedro.config import PrepareOptions
+from jevkedro.family import Release, check_data_kind, expected_for, family_manifest, make_prepare, wire_question
+from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFile, SourceFormatError, check_source
+from jevkedro.nodes.validate import QuestionTable
 from jevkedro.pipelines.decision_index.edition import GSM8K, RETIRED, edition_03, run_datasets
 from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target
 
@@ -274,12 +277,18 @@ def _source_file(folder: Path, pin: dict[str, Any], data: str) -> tuple[SourceFi
     return check_source(path, pin if pin.get("sha256") else None), None
 
 
-def build(source: str | Path, view: str = "decision_index", data: str = "official", **_: Any) -> PreparedView:
-    """Apply the 0.3 read-time rules to a suite folder and map every kept record."""
+def read_release(options: PrepareOptions, view: str = "decision_index") -> Release:
+    """Read a suite folder and apply the 0.3 read-time rules.
+
+    Checks the folder's data-kind marker and every suite file against its pin (gzip files by
+    their uncompressed sha256 and row count), applies the rules in order and checks each step's
+    count against the edition's pins (every step but ``datasets``, which :func:`build` counts on
+    the mapped rows). The content is the kept ``(file:line, record)`` pairs, in order.
+    """
     manifest = family_manifest(FAMILY)
+    source, data = Path(options.source), options.data
     if data not in manifest["sources"]:
         raise SnapshotError(f"decision_index: no source pins for data kind {data!r}; known: {sorted(manifest['sources'])}")
-    source = Path(source)
     check_data_kind(source, FAMILY, data)
     pins = {p["file"]: p for p in manifest["sources"][data]}
     files, loaded = [], {}
@@ -295,37 +304,48 @@ def build(source: str | Path, view: str = "decision_index", data: str = "officia
     excluded = read_exclusions(source / "excluded-questions.json")
     kept, steps = apply_read_rules(records["selected-rows.jsonl.gz"], records["gsm8k-rows.jsonl.gz"],
                                    records["added-rows.jsonl.gz"], subsets, excluded)
-    rows = [map_row(where, obj) for where, obj in kept]
+    pinned = manifest["read_counts"].get(data, {})
+    check_steps(steps, {k: v for k, v in pinned.items() if k != "datasets"}, source)
+    return Release(FAMILY, data, source, tuple(files), kept, options,
+                   notes={"read_steps": steps, "excluded_ids": excluded})
+
+
+def build(release: Release, view: str = "decision_index") -> PreparedView:
+    """Map every kept record (pure); run ids must be unique, and the datasets found must be the
+    ones edition 0.3 runs (and as many as it pins)."""
+    manifest = family_manifest(FAMILY)
+    rows = [map_row(where, obj) for where, obj in release.content]
     seen: dict[str, str] = {}
     for row in rows:
         if row.request_id in seen:
-            raise SourceFormatError(f"{source / row.source['line']}: run id {row.request_id!r} repeats "
+            raise SourceFormatError(f"{release.source / row.source['line']}: run id {row.request_id!r} repeats "
                                     f"(first at {seen[row.request_id]})")
         seen[row.request_id] = row.source["line"]
     datasets = sorted({r.slices["catalog_id"] for r in rows})
-    steps["datasets"] = len(datasets)
-    check_steps(steps, manifest["read_counts"].get(data, {}), source)
+    steps = {**release.notes["read_steps"], "datasets": len(datasets)}
+    pinned = manifest["read_counts"].get(release.data, {})
+    check_steps(steps, {k: v for k, v in pinned.items() if k == "datasets"}, release.source)
     unknown = sorted(set(datasets) - set(run_datasets()))
     if unknown:
-        raise SnapshotError(f"{source}: rows of catalog id(s) {unknown} that edition 0.3 does not run")
+        raise SnapshotError(f"{release.source}: rows of catalog id(s) {unknown} that edition 0.3 does not run")
     up = manifest["upstream"]
     notes = {
         "edition": up["edition"], "panel_id": up["panel_id"], "kit": up["kit"],
-        "synthetic": data != "official",
+        "synthetic": release.data != "official",
         "read_steps": steps,
         "datasets": {str(c): run_datasets()[c] for c in datasets},
         "exclusions": {"rule": "rows matching <catalog_id>:<track>:<group_id> dropped before the snapshot",
-                       "ids": excluded},
+                       "ids": release.notes["excluded_ids"]},
     }
-    return PreparedView(view=view, family=FAMILY, data=data, rows=rows, sources=files,
-                        scoring=manifest["scoring"], expected=expected_for(FAMILY, view, data), notes=notes)
+    return PreparedView(view=view, family=FAMILY, data=release.data, rows=rows, sources=list(release.files),
+                        scoring=manifest["scoring"], expected=expected_for(FAMILY, view, release.data), notes=notes)
 
 
-prepare = make_prepare(FAMILY, VIEWS, build)
+prepare = make_prepare(FAMILY, VIEWS, read_release, build)
 
 
-def evaluate(dataset, records, predictions, output=None) -> dict[str, Any]:
+def evaluate(snapshot: Snapshot, table: QuestionTable, predictions: Mapping[str, Any]) -> dict[str, Any]:
     """``official``: the edition's chance-corrected weighted public index (see :mod:`.official`)."""
     from jevkedro.pipelines.decision_index.official import official_report
 
-    return official_report(dataset, records)
+    return official_report(snapshot, table)

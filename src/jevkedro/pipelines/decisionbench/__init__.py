@@ -28,16 +28,19 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare
+from jevkedro.config import PrepareOptions
+from jevkedro.family import Release, check_data_kind, expected_for, family_manifest, make_prepare
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.parquet_source import DATA_KIND_KEY
 from jevkedro.nodes.reference import reference_report
-from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, check_source, json_cell
+from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFormatError, check_source, json_cell
+from jevkedro.nodes.validate import QuestionTable
 from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target
 
 FAMILY = "decisionbench"
@@ -258,35 +261,49 @@ def check_structure(comp: dict[str, Any], want: dict[str, Any], path: Path) -> N
         raise SnapshotError(f"{FAMILY} from {path}: structure differs from the manifest: " + "; ".join(diffs))
 
 
-def build(source: str | Path, view: str = "decisionbench", data: str = "official", **_: Any) -> PreparedView:
-    """Map the standard ``eval`` Parquet file under ``source`` (a Hugging Face download folder)."""
+def read_release(options: PrepareOptions, view: str = "decisionbench") -> Release:
+    """Read the standard ``eval`` Parquet file under the release folder (a Hugging Face download folder).
+
+    Checks the folder's data-kind marker and the file's in-file stamp, its sha256 against the pin,
+    and reads the 15 standard columns by name; the content is ``(path, release-relative file, row
+    index, record)`` per row, in file order; ``notes.columns_not_read`` names the other columns.
+    """
     manifest = family_manifest(FAMILY)
-    source = Path(source)
+    source, data = Path(options.source), options.data
     marker = check_data_kind(source, FAMILY, data)
     pins = manifest["sources"].get(data) or [{"file": f} for f in manifest["files"]]
-    rows: list[SnapshotRow] = []
-    files, extra_columns = [], {}
+    files, records, extra_columns = [], [], {}
     for pin in pins:
         path = source / pin["file"]
         if path.is_file():  # the stamp first: it names the problem better than a hash mismatch
             check_data_kind(source, FAMILY, data, file_marker=(path, file_data_kind(path)))
         files.append(check_source(path, pin))
         extra_columns[pin["file"]] = other_columns(path)
-        for i, rec in enumerate(read_standard_rows(path)):
-            rows.append(map_row(f"{path}: row {i} (row_id {rec['row_id']!r})", rec, pin["file"], i))
-    comp = composition(rows)
-    structure = manifest["views"][view].get("structure", {}).get(data)
-    if structure:
-        check_structure(comp, structure, source)
-    notes = {"release": manifest["upstream"]["release"], "revision": manifest["upstream"]["revision"],
-             "composition": comp, "columns_not_read": extra_columns}
+        records.extend((path, pin["file"], i, rec) for i, rec in enumerate(read_standard_rows(path)))
+    notes: dict[str, Any] = {"columns_not_read": extra_columns}
     if marker:
         notes["synthetic"] = marker
-    return PreparedView(view=view, family=FAMILY, data=data, rows=rows, sources=files,
-                        scoring=manifest["scoring"], expected=expected_for(FAMILY, view, data), notes=notes)
+    return Release(FAMILY, data, source, tuple(files), records, options, notes)
 
 
-prepare = make_prepare(FAMILY, VIEWS, build)
+def build(release: Release, view: str = "decisionbench") -> PreparedView:
+    """Map every row of the release (pure) and check the published structure (tasks, primitives,
+    families, domains) where the manifest pins it for this data kind."""
+    manifest = family_manifest(FAMILY)
+    rows = [map_row(f"{path}: row {i} (row_id {rec['row_id']!r})", rec, file, i) for path, file, i, rec in release.content]
+    comp = composition(rows)
+    structure = manifest["views"][view].get("structure", {}).get(release.data)
+    if structure:
+        check_structure(comp, structure, release.source)
+    notes = {"release": manifest["upstream"]["release"], "revision": manifest["upstream"]["revision"],
+             "composition": comp, "columns_not_read": release.notes["columns_not_read"]}
+    if "synthetic" in release.notes:
+        notes["synthetic"] = release.notes["synthetic"]
+    return PreparedView(view=view, family=FAMILY, data=release.data, rows=rows, sources=list(release.files),
+                        scoring=manifest["scoring"], expected=expected_for(FAMILY, view, release.data), notes=notes)
+
+
+prepare = make_prepare(FAMILY, VIEWS, read_release, build)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,18 +395,17 @@ def family_stats(values: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, A
     return out
 
 
-def evaluate(dataset, records, predictions, output=None) -> dict[str, Any]:
+def evaluate(snapshot: Snapshot, table: QuestionTable, predictions: Mapping[str, Any]) -> dict[str, Any]:
     """``official``: reference-protocol report (NLL floor 1e-15, equal-width 15-bin ECE) plus the
     family's own numbers per group (family spec §5, §7)."""
-    table = records
     manifest = family_manifest(FAMILY)
     report = reference_report(table, OFFICIAL_SLICES, "equal_width", nll_floor=REFERENCE_NLL_FLOOR,
                               family=FAMILY, release=manifest["upstream"]["release"],
                               dataset_revision=manifest["upstream"]["revision"],
-                              data=getattr(dataset, "data", None),
+                              data=getattr(snapshot, "data", None),
                               primary_metric="primary_accuracy (all rows; unsupported, invalid and error rows are misses)",
                               nll_floors={"reference": REFERENCE_NLL_FLOOR, "generic": M.NLL_FLOOR})
-    values = per_row(table, dataset.rows)
+    values = per_row(table, snapshot.rows)
     report["groups"]["overall"].update(family_stats(values, np.ones(len(table), dtype=bool)))
     for name, col in OFFICIAL_SLICES.items():
         for key, stats in report["groups"].get(name, {}).items():

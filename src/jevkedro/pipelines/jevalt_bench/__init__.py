@@ -32,15 +32,26 @@ import json
 import math
 import re
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from jevkedro.family import OUR_RECORD_SOURCE, check_data_kind, check_record_stamp, expected_for, family_manifest, make_prepare
+from jevkedro.config import PrepareOptions
+from jevkedro.family import OUR_RECORD_SOURCE, Release, check_data_kind, check_record_stamp, expected_for, family_manifest, make_prepare
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.reference import reference_report
-from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, check_source, read_jsonl, sha256_file
+from jevkedro.nodes.snapshot import (
+    PreparedView,
+    Snapshot,
+    SnapshotError,
+    SourceFormatError,
+    check_source,
+    read_jsonl,
+    sha256_file,
+)
+from jevkedro.nodes.validate import QuestionTable
 from jevkedro.protocol import (
     ABSTAIN_OPTION,
     ABSTAIN_OPTION_TEXTS,
@@ -365,15 +376,19 @@ def composition(rows: list[SnapshotRow], train_fields: int) -> dict[str, Any]:
     }
 
 
-def build(source: str | Path, view: str = "jevalt_bench", data: str = "official", **_: Any) -> PreparedView:
-    """Map the three test files of a JevAlt-Bench release folder."""
+def read_release(options: PrepareOptions, view: str = "jevalt_bench") -> Release:
+    """Read the three test files of a JevAlt-Bench release folder.
+
+    Checks the folder's data-kind marker, each file against ``SPLITS.sha256`` (when the release
+    has one) and the manifest's pins, ids unique per file and every record's provenance stamp;
+    the content is ``(language, path, line, item)`` per item, files in the order en, tr, de.
+    """
     manifest = family_manifest(FAMILY)
-    source = Path(source)
+    source, data = Path(options.source), options.data
     marker = check_data_kind(source, FAMILY, data)
     pins = {p["file"]: p for p in manifest["sources"].get(data, [])}
     splits = check_splits(source)
-    rows: list[SnapshotRow] = []
-    files = []
+    files, records = [], []
     train_fields = 0
     for lang, rel in zip(LANGUAGES, release_files()):
         path = source / rel
@@ -385,23 +400,33 @@ def build(source: str | Path, view: str = "jevalt_bench", data: str = "official"
             seen[obj.get("id")] = lineno
             train_fields += "train" in obj
             check_record_stamp(f"{path}:{lineno}", obj.get("source"), data, field="source")
-            rows.append(map_row(path, lineno, obj, lang))
-    notes = {"release": manifest["upstream"]["release"], "splits_sha256": splits,
-             "composition": composition(rows, train_fields)}
+            records.append((lang, path, lineno, obj))
+    notes: dict[str, Any] = {"splits_sha256": splits, "train_fields_ignored": train_fields}
     if marker:
         notes["synthetic"] = marker
-    return PreparedView(view=view, family=FAMILY, data=data, rows=rows, sources=files,
-                        scoring=manifest["scoring"], expected=expected_for(FAMILY, view, data), notes=notes)
+    return Release(FAMILY, data, source, tuple(files), records, options, notes)
 
 
-prepare = make_prepare(FAMILY, VIEWS, build)
+def build(release: Release, view: str = "jevalt_bench") -> PreparedView:
+    """Map every item of the release, in file order (pure)."""
+    manifest = family_manifest(FAMILY)
+    rows = [map_row(path, lineno, obj, lang) for lang, path, lineno, obj in release.content]
+    notes = {"release": manifest["upstream"]["release"], "splits_sha256": release.notes["splits_sha256"],
+             "composition": composition(rows, release.notes["train_fields_ignored"])}
+    if "synthetic" in release.notes:
+        notes["synthetic"] = release.notes["synthetic"]
+    return PreparedView(view=view, family=FAMILY, data=release.data, rows=rows, sources=list(release.files),
+                        scoring=manifest["scoring"], expected=expected_for(FAMILY, view, release.data), notes=notes)
+
+
+prepare = make_prepare(FAMILY, VIEWS, read_release, build)
 
 
 # ---------------------------------------------------------------------------------------------
 # scoring
 
 
-def abstain_summary(table, predictions: dict[str, Any]) -> dict[str, Any]:
+def abstain_summary(table: QuestionTable, predictions: Mapping[str, Any]) -> dict[str, Any]:
     """How the ``unknown`` candidate fared: it is the last candidate of each marked question."""
     m = ~table.unscored
     offered = m & (table.slices.get("unknown_candidate", np.array([""] * len(table))) == "yes")
@@ -423,17 +448,17 @@ def abstain_summary(table, predictions: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def evaluate(dataset, records, predictions, output=None) -> dict[str, Any]:
+def evaluate(snapshot: Snapshot, table: QuestionTable, predictions: Mapping[str, Any]) -> dict[str, Any]:
     """``official``: the reference-protocol report with JevOss's equal-mass 15-bin ECE."""
     manifest = family_manifest(FAMILY)
     report = reference_report(
-        records, OFFICIAL_SLICES, "equal_frequency", family=FAMILY, release=manifest["upstream"]["release"],
-        data=getattr(dataset, "data", None),
+        table, OFFICIAL_SLICES, "equal_frequency", family=FAMILY, release=manifest["upstream"]["release"],
+        data=getattr(snapshot, "data", None),
         slices_not_available={"task": "question ids are free per row; see the type slice",
                               "difficulty": "the release has no difficulty field"},
         domain_from="the row's top-level source field (empty when absent)",
         comparability="upstream comparisons drop rows needing unknown for models without abstain; "
                       "this report keeps every question and marks them (unknown_candidate slice)",
     )
-    report["abstain"] = abstain_summary(records, predictions or {})
+    report["abstain"] = abstain_summary(table, predictions or {})
     return report

@@ -27,11 +27,14 @@ state, question, labels, expected, split, group, provenance``. Mapping (family s
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare
-from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, check_source, read_jsonl
+from jevkedro.config import PrepareOptions
+from jevkedro.family import Release, check_data_kind, expected_for, family_manifest, make_prepare
+from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFormatError, check_source, read_jsonl
+from jevkedro.nodes.validate import QuestionTable
 from jevkedro.pipelines.jevbench.scoring import NOUL_LABELS
 from jevkedro.protocol import NOUL_ORDER_FALSE_FIRST, SnapshotRow, Target
 
@@ -150,64 +153,88 @@ def map_row(path: Path, lineno: int, obj: dict[str, Any], tier: str) -> Snapshot
     )
 
 
-def map_files(files: list[tuple[str, Path]]) -> tuple[list[SnapshotRow], dict[str, int]]:
-    """Map ``(tier, path)`` files in the given order; a task id may appear only once in all of them."""
-    rows: list[SnapshotRow] = []
-    seen: dict[str, str] = {}
+TaskRecord = tuple[str, Path, int, dict[str, Any]]  # (tier, file, line, task as read)
+
+
+def read_tiers(files: list[tuple[str, Path]]) -> tuple[list[TaskRecord], dict[str, int]]:
+    """Read ``(tier, path)`` files in the given order: every task as ``(tier, path, line, record)``
+    and the number of tasks per tier (a malformed line names file and line)."""
+    records: list[TaskRecord] = []
     per_tier: dict[str, int] = {}
     for tier, path in files:
         per_tier[tier] = 0
         for lineno, obj in read_jsonl(path):
-            row = map_row(path, lineno, obj, tier)
-            if row.request_id in seen:
-                raise _fail(path, lineno, f"task id {row.request_id!r} repeats (first at {seen[row.request_id]})")
-            seen[row.request_id] = f"{path}:{lineno}"
-            rows.append(row)
+            records.append((tier, path, lineno, obj))
             per_tier[tier] += 1
-    return rows, per_tier
+    return records, per_tier
 
 
-def build(source: str | Path, view: str = "jevbench", data: str = "official", **_: Any) -> PreparedView:
-    """Map the three tier files in ``source`` (``original.jsonl``, ``easy.jsonl``, ``hard.jsonl``).
+def map_tasks(records: list[TaskRecord]) -> list[SnapshotRow]:
+    """Map tasks in the given order; a task id may appear only once in all of them."""
+    rows: list[SnapshotRow] = []
+    seen: dict[str, str] = {}
+    for tier, path, lineno, obj in records:
+        row = map_row(path, lineno, obj, tier)
+        if row.request_id in seen:
+            raise _fail(path, lineno, f"task id {row.request_id!r} repeats (first at {seen[row.request_id]})")
+        seen[row.request_id] = f"{path}:{lineno}"
+        rows.append(row)
+    return rows
+
+
+def read_release(options: PrepareOptions, view: str = "jevbench") -> Release:
+    """Read the three tier files in the release folder (``original.jsonl``, ``easy.jsonl``,
+    ``hard.jsonl``, in that load order).
 
     ``data="official"`` checks every file against the pinned upstream sha256, size and row count;
     ``data="sample"`` against the pins of the synthetic sample shipped in ``data/01_raw/jevbench``.
+    The content is every task as ``(tier, path, line, record)``.
     """
     manifest = family_manifest(FAMILY)
+    source, data = Path(options.source), options.data
     if data not in manifest["sources"]:
         raise SnapshotError(f"jevbench: no pinned source for data kind {data!r}; known: {sorted(manifest['sources'])}")
-    source = Path(source)
     check_data_kind(source, FAMILY, data)
     pins = manifest["sources"][data]  # listed in the load order: original, easy, hard
     for pin in pins:
         if data == "official" and not (source / pin["file"]).is_file():
             raise SnapshotError(f"source file not found: {source / pin['file']}; fetch the release with "
                                 f"`python -m jevkedro.pipelines.jevbench.download --dest {source}`")
-    files = [check_source(source / pin["file"], pin) for pin in pins]
-    rows, per_tier = map_files([(pin["tier"], source / pin["file"]) for pin in pins])
+    files = tuple(check_source(source / pin["file"], pin) for pin in pins)
+    records, per_tier = read_tiers([(pin["tier"], source / pin["file"]) for pin in pins])
     for pin in pins:
         if pin.get("rows") is not None and per_tier[pin["tier"]] != pin["rows"]:
             raise SnapshotError(f"{source / pin['file']}: {per_tier[pin['tier']]} tasks, pinned {pin['rows']}")
+    return Release(FAMILY, data, source, files, records, options,
+                   notes={"load_order": [pin["tier"] for pin in pins], "tasks_by_tier": per_tier})
+
+
+def build(release: Release, view: str = "jevbench") -> PreparedView:
+    """Map every task of the release, in load order (pure); notes list the tasks without a
+    scorable answer (``expected: null``) and the excluded ones."""
+    manifest = family_manifest(FAMILY)
+    rows = map_tasks(release.content)
     unscorable = [r.request_id for r in rows if r.targets[QUESTION_ID].extra["official"]["expected"] is None]
     excluded = [r.request_id for r in rows if "exclude_reason" in r.targets[QUESTION_ID].extra["official"]]
     up = manifest["upstream"]
     notes = {
         "benchmark": f"JevBench {up['repository']} @ {up['commit']}",
-        "load_order": [p["tier"] for p in manifest["sources"][data]],
-        "tasks_by_tier": per_tier,
+        "load_order": release.notes["load_order"],
+        "tasks_by_tier": release.notes["tasks_by_tier"],
         "expected_null": unscorable,
         "excluded": excluded,
-        "synthetic": data != "official",
+        "synthetic": release.data != "official",
     }
-    return PreparedView(view=view, family=FAMILY, data=data, rows=rows, sources=files,
-                        scoring=manifest["scoring"], expected=expected_for(FAMILY, view, data), notes=notes)
+    return PreparedView(view=view, family=FAMILY, data=release.data, rows=rows, sources=list(release.files),
+                        scoring=manifest["scoring"], expected=expected_for(FAMILY, view, release.data), notes=notes)
 
 
-prepare = make_prepare(FAMILY, VIEWS, build)
+prepare = make_prepare(FAMILY, VIEWS, read_release, build)
 
 
-def evaluate(dataset, records, predictions, output=None) -> dict[str, Any]:
-    """``official``: the release's per-item scorer and summary (see :mod:`.official`)."""
+def evaluate(snapshot: Snapshot, table: QuestionTable, predictions: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """``official``: the release's per-item scorer and summary (see :mod:`.official`); it scores the
+    raw prediction records with the release's own rules, not the generic question table."""
     from jevkedro.pipelines.jevbench.official import official_summary
 
-    return official_summary(dataset, predictions)
+    return official_summary(snapshot, predictions)

@@ -32,10 +32,11 @@ from typing import Any
 
 import numpy as np
 
-from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare, wire_question
+from jevkedro.config import PrepareOptions
+from jevkedro.family import Release, check_data_kind, expected_for, family_manifest, make_prepare, wire_question
 from jevkedro.nodes.parquet_source import read_parquet_rows, where
 from jevkedro.nodes.reference import reference_report
-from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, check_source, json_cell
+from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFormatError, check_source, json_cell
 from jevkedro.nodes.validate import QuestionTable
 from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target
 
@@ -178,11 +179,15 @@ def check_tasks(rows: list[SnapshotRow], where_: str, release: Mapping[str, Any]
                             + "; ".join(diffs))
 
 
-def build(source: str | Path, view: str = "procedural_typed_decisions", data: str = "official",
-          **_: Any) -> PreparedView:
-    """Map a release folder holding ``all/test-*.parquet`` (as downloaded from the Hub)."""
+def read_release(options: PrepareOptions, view: str = "procedural_typed_decisions") -> Release:
+    """Read a release folder holding ``all/test-*.parquet`` (as downloaded from the Hub).
+
+    Checks the folder's data-kind marker, the file names and sha256 against the pins (where the
+    manifest pins them), every required column and each file's in-file stamp; the content is
+    ``(path, row index, row)`` per Parquet row, files in name order, rows in file order.
+    """
     manifest = family_manifest(FAMILY)
-    source = Path(source)
+    source, data = Path(options.source), options.data
     check_data_kind(source, FAMILY, data)
     paths = sorted(source.glob(RELEASE_GLOB))
     if not paths:
@@ -191,28 +196,36 @@ def build(source: str | Path, view: str = "procedural_typed_decisions", data: st
     if pins and sorted(pins) != [str(p.relative_to(source)) for p in paths]:
         raise SnapshotError(f"{source}: files {[str(p.relative_to(source)) for p in paths]} "
                             f"are not the pinned {sorted(pins)}")
-    graded = graded_nouls()
-    rows, files = [], []
+    files, records = [], []
     for path in paths:
         files.append(check_source(path, pins.get(str(path.relative_to(source)))))
         parquet = read_parquet_rows(path, REQUIRED_COLUMNS)
         check_data_kind(source, FAMILY, data, file_marker=parquet.file_marker)
-        rows.extend(map_row(path, i, raw, graded) for i, raw in enumerate(parquet.rows))
-    if data in ("official", "synthetic"):
-        check_tasks(rows, str(source / RELEASE_GLOB), manifest["release"])
+        records.extend((path, i, raw) for i, raw in enumerate(parquet.rows))
+    return Release(FAMILY, data, source, tuple(files), records, options, notes={"files_pinned": bool(pins)})
+
+
+def build(release: Release, view: str = "procedural_typed_decisions") -> PreparedView:
+    """Map the release's rows in order and check the 18-task release's tasks (official and
+    synthetic data)."""
+    manifest = family_manifest(FAMILY)
+    graded = graded_nouls()
+    rows = [map_row(path, index, raw, graded) for path, index, raw in release.content]
+    if release.data in ("official", "synthetic"):
+        check_tasks(rows, str(release.source / RELEASE_GLOB), manifest["release"])
     tasks = Counter(row.slices["task"] for row in rows)
     levels = Counter(row.slices["difficulty"] for row in rows)
     return PreparedView(
-        view=view, family=FAMILY, data=data, rows=rows, sources=files,
-        scoring=manifest["scoring"], expected=expected_for(FAMILY, view, data),
-        notes={"release": manifest["upstream"]["release"], "data_kind": manifest["data_kinds"][data],
-               "files_pinned": bool(pins), "rows_by_task": dict(sorted(tasks.items())),
+        view=view, family=FAMILY, data=release.data, rows=rows, sources=list(release.files),
+        scoring=manifest["scoring"], expected=expected_for(FAMILY, view, release.data),
+        notes={"release": manifest["upstream"]["release"], "data_kind": manifest["data_kinds"][release.data],
+               "files_pinned": release.notes["files_pinned"], "rows_by_task": dict(sorted(tasks.items())),
                "rows_by_level": dict(sorted(levels.items())),
                "graded_nouls": sorted(f"{t}/{q}" for t, q in graded)},
     )
 
 
-prepare = make_prepare(FAMILY, VIEWS, build)
+prepare = make_prepare(FAMILY, VIEWS, read_release, build)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -232,10 +245,9 @@ def posterior_mae(table: QuestionTable, mask: np.ndarray) -> dict[str, Any]:
     return {"mae": float(err.mean()) if len(err) else None, "n": int(rows.sum()), "questions": int(posterior.sum())}
 
 
-def evaluate(dataset, records: QuestionTable, predictions, output=None) -> dict[str, Any]:
+def evaluate(snapshot: Snapshot, table: QuestionTable, predictions: Mapping[str, Any]) -> dict[str, Any]:
     """``official``: the reference-protocol report plus posterior MAE by task, level and question."""
     manifest = family_manifest(FAMILY)
-    table = records
     mae: dict[str, Any] = {"overall": posterior_mae(table, np.ones(len(table), dtype=bool))}
     for name, cols in (("by_task", ("task",)), ("by_difficulty", ("difficulty",)),
                        ("by_task_question", ("task", "question"))):
@@ -244,6 +256,6 @@ def evaluate(dataset, records: QuestionTable, predictions, output=None) -> dict[
         mae[name] = {k: posterior_mae(table, keys == k) for k in posterior_keys}
     return reference_report(
         table, OFFICIAL_SLICES, manifest["scoring"]["reference_ece"],
-        family=FAMILY, data=dataset.data, data_kind=manifest["data_kinds"][dataset.data], release=manifest["upstream"]["release"],
+        family=FAMILY, data=snapshot.data, data_kind=manifest["data_kinds"][snapshot.data], release=manifest["upstream"]["release"],
         posterior_note=POSTERIOR_NOTE, posterior_mae=mae,
     )

@@ -191,13 +191,6 @@ def _policy_under_uncertainty(rng, level, i, row: Row) -> str:
     return json.dumps({"role_evidence": {r: w for r, w in zip(roles, weights)}, "policy": allowed})
 
 
-def _text_table(rng, level, header: list[str], n: int) -> str:
-    lines = [",".join(header)]
-    for _ in range(n):
-        lines.append(",".join([rng.choice(NAMES), rng.choice(["ops", "sales", "dev"]), str(rng.randrange(100))]))
-    return "\n".join(lines)
-
-
 def _needle(rng, level, i, row: Row) -> str:
     n = 6 + round(level * 3.5)
     ids = [f"K{rng.randrange(10**5):05d}" for _ in range(n)]

@@ -31,11 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare, wire_question
+from jevkedro.config import PrepareOptions
+from jevkedro.family import Release, check_data_kind, expected_for, family_manifest, make_prepare, wire_question
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.parquet_source import read_parquet_rows, where
 from jevkedro.nodes.reference import reference_report
-from jevkedro.nodes.snapshot import PreparedView, SnapshotError, SourceFormatError, check_source, json_cell
+from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFormatError, check_source, json_cell
 from jevkedro.nodes.validate import SUM_TOLERANCE, QuestionTable
 from jevkedro.protocol import NOUL_ORDER_FALSE_FIRST, SnapshotRow, Target
 
@@ -198,13 +199,19 @@ def check_disagreements(found: int, path: Path, expected: int) -> None:
                             f"of the gold distribution on {found} questions, expected {expected}")
 
 
-def build(source: str | Path, view: str = "typed_decisions", data: str = "official", **_: Any) -> PreparedView:
-    """Map a release folder holding ``all/test-00000-of-00001.parquet`` (as downloaded from the Hub)."""
+def read_release(options: PrepareOptions, view: str = "typed_decisions") -> Release:
+    """Read a release folder holding ``all/test-00000-of-00001.parquet`` (as downloaded from the Hub).
+
+    Checks the folder's data-kind marker, the file's pinned sha256, that it is this release (not
+    the Intern-Decision re-encoding) with every required column, and its in-file stamp; the
+    content is ``(path, row index, row)`` per Parquet row, in file order.
+    """
     manifest = family_manifest(FAMILY)
+    source, data = Path(options.source), options.data
     check_data_kind(source, FAMILY, data)
-    path = Path(source) / RELEASE_FILE
+    path = source / RELEASE_FILE
     if not path.is_file():
-        near = sorted(p.name for p in Path(source).glob("*.jsonl")) if Path(source).is_dir() else []
+        near = sorted(p.name for p in source.glob("*.jsonl")) if source.is_dir() else []
         hint = (f" (found {near}: the Intern-Decision accuracy-v1 JSONL re-encoding is not this release)"
                 if near else "")
         raise SnapshotError(f"source file not found: {path}{hint}; download the release as README.md says")
@@ -221,23 +228,34 @@ def build(source: str | Path, view: str = "typed_decisions", data: str = "offici
     if missing:
         raise SourceFormatError(f"{path}: missing column(s) {missing}; found {parquet.columns}")
     check_data_kind(source, FAMILY, data, file_marker=parquet.file_marker)
-    rows = [map_row(path, i, raw) for i, raw in enumerate(parquet.rows)]
+    notes = {"ignored_columns": [c for c in parquet.columns if c not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS],
+             "missing_optional_columns": [c for c in OPTIONAL_COLUMNS if c not in parquet.columns]}
+    return Release(FAMILY, data, source, (source_file,), [(path, i, raw) for i, raw in enumerate(parquet.rows)],
+                   options, notes)
+
+
+def build(release: Release, view: str = "typed_decisions") -> PreparedView:
+    """Map the release's rows, in file order, and check the release-wide counts that need the
+    mapped rows (cases per workflow, label/argmax disagreements; official and synthetic data)."""
+    manifest = family_manifest(FAMILY)
+    rows = [map_row(path, index, raw) for path, index, raw in release.content]
+    path = release.source / RELEASE_FILE
     disagreements = label_argmax_disagreements(rows)
-    if data in ("official", "synthetic"):
+    if release.data in ("official", "synthetic"):
         check_workflows(rows, path, manifest["release"]["cases_per_workflow"])
         check_disagreements(disagreements, path, manifest["release"]["label_argmax_disagreements"])
-    ignored = [c for c in parquet.columns if c not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]
     return PreparedView(
-        view=view, family=FAMILY, data=data, rows=rows, sources=[source_file],
-        scoring=manifest["scoring"], expected=expected_for(FAMILY, view, data),
+        view=view, family=FAMILY, data=release.data, rows=rows, sources=list(release.files),
+        scoring=manifest["scoring"], expected=expected_for(FAMILY, view, release.data),
         notes={"release": f"{manifest['upstream']['dataset']} @ {manifest['upstream']['revision']}",
-               "data_kind": manifest["data_kinds"][data], "ignored_columns": ignored,
+               "data_kind": manifest["data_kinds"][release.data],
+               "ignored_columns": release.notes["ignored_columns"],
                "label_argmax_disagreements": disagreements,
-               "missing_optional_columns": [c for c in OPTIONAL_COLUMNS if c not in parquet.columns]},
+               "missing_optional_columns": release.notes["missing_optional_columns"]},
     )
 
 
-prepare = make_prepare(FAMILY, VIEWS, build)
+prepare = make_prepare(FAMILY, VIEWS, read_release, build)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,7 +290,7 @@ def teacher_agreement(table: QuestionTable, mask: np.ndarray) -> dict[str, Any]:
     }
 
 
-def reference_argmax_column(snapshot, table: QuestionTable) -> np.ndarray:
+def reference_argmax_column(snapshot: Snapshot, table: QuestionTable) -> np.ndarray:
     """``reference_argmax`` of every question, aligned with ``table`` (same row/question order)."""
     out = np.array([row.targets[q].extra.get("reference_argmax", -1)
                     for row in snapshot.rows for q in row.request["questions"]], dtype=int)
@@ -309,12 +327,11 @@ def exposure(predictions: Mapping[str, Mapping[str, Any]], fitted: list[str]) ->
             "note": "fitted models saw the train split; rank fitted and general models separately"}
 
 
-def evaluate(dataset, records: QuestionTable, predictions, output=None) -> dict[str, Any]:
+def evaluate(snapshot: Snapshot, table: QuestionTable, predictions: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """``official``: the reference-protocol report plus the Typed-Decisions family rules."""
     manifest = family_manifest(FAMILY)
-    table = records
     everything = np.ones(len(table), dtype=bool)
-    ref = reference_argmax_column(dataset, table)
+    ref = reference_argmax_column(snapshot, table)
     label_vs_ref = (table.label >= 0) & (ref >= 0) & (table.label != ref)
 
     def grouped(fn, *args):
@@ -326,7 +343,7 @@ def evaluate(dataset, records: QuestionTable, predictions, output=None) -> dict[
 
     return reference_report(
         table, OFFICIAL_SLICES, manifest["scoring"]["reference_ece"],
-        family=FAMILY, data=dataset.data, data_kind=manifest["data_kinds"][dataset.data],
+        family=FAMILY, data=snapshot.data, data_kind=manifest["data_kinds"][snapshot.data],
         release=f"{manifest['upstream']['dataset']} @ {manifest['upstream']['revision']}",
         label_basis=LABEL_BASIS_NOTE,
         teacher_agreement={"note": TEACHER_NOTE, **grouped(teacher_agreement)},

@@ -33,17 +33,22 @@ import json
 import math
 import re
 from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
+from pydantic import Field
 
-from jevkedro.family import OUR_RECORD_SOURCE, check_data_kind, check_record_stamp, expected_for, family_manifest, make_prepare
+from jevkedro import config
+from jevkedro.family import OUR_RECORD_SOURCE, Release, check_data_kind, check_record_stamp, expected_for, family_manifest, make_prepare
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.reference import reference_report
 from jevkedro.nodes.snapshot import (
     PreparedView,
+    Snapshot,
     SnapshotError,
     SourceFormatError,
     check_source,
@@ -51,6 +56,7 @@ from jevkedro.nodes.snapshot import (
     read_jsonl,
     sha256_file,
 )
+from jevkedro.nodes.validate import QuestionTable
 from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target
 
 FAMILY = "visual_decision_bench"
@@ -70,7 +76,8 @@ MAX_OPTIONS = 255  # choice options and score levels (packager check)
 TARGET_SUM_TOLERANCE = 1e-6
 UNKNOWN_SLICE = "unknown"  # domain / language bucket when meta lacks them (spec §6, Unknown 2)
 OUR_SOURCE = OUR_RECORD_SOURCE  # meta.source of every record jevkedro writes (synthetic.py)
-VERIFY_MEDIA = ("present", "all", "none")
+VerifyMedia = Literal["present", "all", "none"]
+VERIFY_MEDIA: tuple[str, ...] = get_args(VerifyMedia)
 OFFICIAL_SLICES = {
     "modality": "modality",
     "type": "type",
@@ -131,12 +138,9 @@ def media_urls(where: str, state: Any) -> list[tuple[str, str]]:
     return out
 
 
-def request_media(where: str, state: Any, assets: Any) -> list[dict[str, str]]:
-    """The request's ``media`` field: each asset as ``{path, sha256, modality}`` (no bytes).
-
-    Every media URL of the state must equal one asset path (spec §3). An asset no part
-    references keeps the modality its folder names (``assets/visualdecisionbench_<m>/``).
-    """
+def record_assets(where: str, assets: Any) -> dict[str, str]:
+    """A record's ``assets`` as ``{path: sha256}`` in source order: each a path and a lowercase
+    hex sha256, no path listed twice."""
     if not isinstance(assets, list):
         raise SourceFormatError(f"{where}: assets must be a list of {{path, sha256}}")
     listed: dict[str, str] = {}
@@ -147,6 +151,16 @@ def request_media(where: str, state: Any, assets: Any) -> list[dict[str, str]]:
         if a["path"] in listed:
             raise SourceFormatError(f"{where}: asset {a['path']!r} is listed twice")
         listed[a["path"]] = a["sha256"]
+    return listed
+
+
+def request_media(where: str, state: Any, assets: Any) -> list[dict[str, str]]:
+    """The request's ``media`` field: each asset as ``{path, sha256, modality}`` (no bytes).
+
+    Every media URL of the state must equal one asset path (spec §3). An asset no part
+    references keeps the modality its folder names (``assets/visualdecisionbench_<m>/``).
+    """
+    listed = record_assets(where, assets)
     modality_of = {}
     for url, modality in media_urls(where, state):
         if url not in listed:
@@ -300,23 +314,22 @@ def read_assets_manifest(path: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def check_media(source: Path, rows: list[SnapshotRow], listed: dict[str, dict[str, Any]] | None,
-                verify_media: str) -> dict[str, Any]:
-    """Check every asset of ``rows`` (spec Unknown 8): a record hash that differs from the assets
-    manifest, or from the bytes of a media file present on disk, rejects the snapshot.
+def check_media(source: Path, assets: Iterable[tuple[str, dict[str, str]]],
+                listed: dict[str, dict[str, Any]] | None, verify_media: str) -> dict[str, Any]:
+    """Check every asset of the view's records (spec Unknown 8): a record hash that differs from
+    the assets manifest, or from the bytes of a media file present on disk, rejects the snapshot.
 
-    ``verify_media``: ``present`` (default) hashes the files that exist and counts the missing
-    ones (a text-only model needs none); ``all`` also rejects a missing file; ``none`` hashes
-    nothing (the manifest is still compared).
+    ``assets``: ``(where, {path: sha256})`` per record (:func:`record_assets`), ``where`` naming
+    its line. ``verify_media``: ``present`` (default) hashes the files that exist and counts the
+    missing ones (a text-only model needs none); ``all`` also rejects a missing file; ``none``
+    hashes nothing (the manifest is still compared).
     """
     if verify_media not in VERIFY_MEDIA:
         raise ValueError(f"verify_media must be one of {VERIFY_MEDIA}, got {verify_media!r}")
     seen: dict[str, str] = {}
     missing, hashed = [], 0
-    for row in rows:
-        for asset in row.request.get("media", []):
-            where = f"{source / EVAL_FILE}:{row.source['line']}"
-            p, digest = asset["path"], asset["sha256"]
+    for where, record in assets:
+        for p, digest in record.items():
             if listed is not None:
                 entry = listed.get(p)
                 if entry is None:
@@ -366,18 +379,28 @@ def subset_statistics(rows: list[SnapshotRow]) -> dict[str, dict[str, Any]]:
                 "assets": len(v["assets"])} for k, v in sorted(out.items())}
 
 
-def check_statistics(path: Path, found: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-    """Compare our per-subset counts with ``statistics.json`` when the release has it (Unknown 5).
-
-    Every count the file gives for a subset that we can count must agree; a difference rejects
-    the snapshot naming the file, the key and both values.
-    """
+def read_statistics(path: Path) -> dict[str, Any] | None:
+    """``statistics.json`` as published (None when the release has none)."""
     if not path.is_file():
         return None
     try:
         listed = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise SourceFormatError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(listed, dict):
+        raise SourceFormatError(f"{path}: expected an object of per-subset counts, got {type(listed).__name__}")
+    return listed
+
+
+def check_statistics(path: Path, listed: dict[str, Any] | None, found: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """Compare our per-subset counts with ``statistics.json`` (``listed``, as read from ``path``)
+    when the release has it (Unknown 5).
+
+    Every count the file gives for a subset that we can count must agree; a difference rejects
+    the snapshot naming the file, the key and both values.
+    """
+    if listed is None:
+        return None
     diffs = []
     for subset, ours in found.items():
         theirs = listed.get(subset)
@@ -393,16 +416,43 @@ def check_statistics(path: Path, found: dict[str, dict[str, Any]]) -> dict[str, 
 
 
 # ---------------------------------------------------------------------------------------------
-# build
+# reading the release, and the mapping
 
 
-def build(source: str | Path, view: str = "visual_decision_bench", data: str = "official",
-          verify_media: str = "present", **_: Any) -> PreparedView:
-    """Map ``<source>/eval.jsonl`` (plus the optional assets manifest and statistics) to one view."""
+class PrepareOptions(config.PrepareOptions):
+    """``<view>.prepare`` of the three views: where the release is, its data kind, and how far the
+    media files are checked."""
+
+    verify_media: VerifyMedia = Field(
+        "present", description="present: hash the media files that exist; all: a missing file is an error too; none: hash none")
+
+
+@dataclass(frozen=True)
+class EvalRecords:
+    """What :func:`read_release` hands :func:`build`: every ``eval.jsonl`` record as ``(path, line,
+    record)`` in file order, and ``statistics.json`` as published (None when absent)."""
+
+    records: list[tuple[Path, int, dict[str, Any]]]
+    statistics: dict[str, Any] | None
+
+
+def _check_view(view: str) -> None:
     if view not in VIEW_SUBSETS:
         raise ValueError(f"unknown view {view!r}; one of {VIEWS}")
+
+
+def read_release(options: config.PrepareOptions, view: str = "visual_decision_bench") -> Release:
+    """Read ``<source>/eval.jsonl`` (plus the optional assets manifest and statistics) for one view.
+
+    Checks the folder's data-kind marker, the files' pins, each record's subset, id (unique) and
+    provenance stamp, and the media of the *view's* records (their hashes against the assets
+    manifest and, as ``verify_media`` says, against the files on disk).
+    """
+    _check_view(view)
+    if not isinstance(options, PrepareOptions):  # the common options only: verify_media keeps its default
+        options = PrepareOptions(**options.model_dump())
     manifest = family_manifest(FAMILY)
-    source = Path(source)
+    source, data = Path(options.source), options.data
     marker = check_data_kind(source, FAMILY, data)
     pins = {p["file"]: p for p in manifest["sources"].get(data, [])}
     eval_path = source / EVAL_FILE
@@ -411,7 +461,7 @@ def build(source: str | Path, view: str = "visual_decision_bench", data: str = "
     if (source / ASSETS_MANIFEST).is_file():
         files.append(check_source(source / ASSETS_MANIFEST, pins.get(ASSETS_MANIFEST)))
         listed = read_assets_manifest(source / ASSETS_MANIFEST)
-    all_rows: list[SnapshotRow] = []
+    records, in_view = [], []
     seen: dict[str, int] = {}
     for lineno, obj in read_jsonl(eval_path):
         where = f"{eval_path}:{lineno}"
@@ -420,13 +470,35 @@ def build(source: str | Path, view: str = "visual_decision_bench", data: str = "
             raise SourceFormatError(f"{where}: benchmark_record_id {rid!r} repeats line {seen[rid]}")
         seen[rid] = lineno
         check_record_stamp(where, obj["meta"].get("source"), data, field="meta.source")
-        all_rows.append(map_record(eval_path, lineno, obj))
+        records.append((eval_path, lineno, obj))
+        if subset in VIEW_SUBSETS[view]:
+            in_view.append((where, obj))
+    media = check_media(source, ((where, record_assets(where, obj.get("assets"))) for where, obj in in_view),
+                        listed, options.verify_media)
+    notes: dict[str, Any] = {"view": view, "media": media}
+    if marker:
+        notes["synthetic"] = marker
+    content = EvalRecords(records, read_statistics(source / STATISTICS))
+    return Release(FAMILY, data, source, tuple(files), content, options, notes)
+
+
+def build(release: Release, view: str = "visual_decision_bench") -> PreparedView:
+    """Map every record of the release (pure), check the per-subset counts against
+    ``statistics.json`` and the view's hard-label count against the manifest, and keep the view's
+    records. ``release`` must have been read for ``view`` (its media were checked for that view)."""
+    _check_view(view)
+    if release.notes.get("view") != view:
+        raise ValueError(f"a release read for view {release.notes.get('view')!r} cannot be built as {view!r}: "
+                         "its media were checked for that view only")
+    manifest = family_manifest(FAMILY)
+    eval_path = release.source / EVAL_FILE
+    all_rows = [map_record(path, lineno, obj) for path, lineno, obj in release.content.records]
     found = subset_statistics(all_rows)
-    statistics = check_statistics(source / STATISTICS, found)
+    statistics = check_statistics(release.source / STATISTICS, release.content.statistics, found)
     rows = [r for r in all_rows if r.slices["subset"] in VIEW_SUBSETS[view]]
-    want_hard = manifest["views"].get(view, {}).get("hard_label_questions", {}).get(data)
+    want_hard = manifest["views"].get(view, {}).get("hard_label_questions", {}).get(release.data)
     hard = sum(found[s]["hard_label_questions"] for s in VIEW_SUBSETS[view] if s in found)
-    expected = expected_for(FAMILY, view, data)
+    expected = expected_for(FAMILY, view, release.data)
     shape = count_rows(rows)
     # checked once inputs and questions agree; otherwise the writer reports those differences first
     same_shape = all(shape[k] == v for k, v in expected.get("counts", {}).items() if k in ("inputs", "questions"))
@@ -439,16 +511,16 @@ def build(source: str | Path, view: str = "visual_decision_bench", data: str = "
         "hard_label_questions": hard,
         "unlabelled_questions": sum(t.unscored for r in rows for t in r.targets.values()),
         "noul_criteria_dropped": sum(len(r.source["noul_criteria_dropped"]) for r in rows),
-        "media": check_media(source, rows, listed, verify_media),
+        "media": release.notes["media"],
         "statistics_json": "checked" if statistics is not None else "absent",
     }
-    if marker:
-        notes["synthetic"] = marker
-    return PreparedView(view=view, family=FAMILY, data=data, rows=rows, sources=files,
+    if "synthetic" in release.notes:
+        notes["synthetic"] = release.notes["synthetic"]
+    return PreparedView(view=view, family=FAMILY, data=release.data, rows=rows, sources=list(release.files),
                         scoring=manifest["scoring"], expected=expected, notes=notes)
 
 
-prepare = make_prepare(FAMILY, VIEWS, build)
+prepare = make_prepare(FAMILY, VIEWS, read_release, build)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -591,13 +663,13 @@ def valen_report(table) -> dict[str, Any]:
     }
 
 
-def evaluate(dataset, records, predictions, output=None) -> dict[str, Any]:
+def evaluate(snapshot: Snapshot, table: QuestionTable, predictions: Mapping[str, Any]) -> dict[str, Any]:
     """``official`` (PROTOCOL §6): the reference-protocol report with modality, type,
     type x modality, domain, language, subset and target-kind groups, plus ``valen``."""
     manifest = family_manifest(FAMILY)
     report = reference_report(
-        records, OFFICIAL_SLICES, "equal_width", family=FAMILY, release=manifest["upstream"]["release"],
-        data=getattr(dataset, "data", None),
+        table, OFFICIAL_SLICES, "equal_width", family=FAMILY, release=manifest["upstream"]["release"],
+        data=getattr(snapshot, "data", None),
         slices_not_available={"task": "question ids are free per record; see the type slice",
                               "difficulty": "the release has no difficulty field"},
         domain_from="meta.domain ('unknown' when absent; the packager does not add it)",
@@ -609,7 +681,7 @@ def evaluate(dataset, records, predictions, output=None) -> dict[str, Any]:
                            "for noul macro-F1, as a missed gold class",
         },
     )
-    valen = valen_report(records)
+    valen = valen_report(table)
     report["noul_macro_f1"] = {k: v["macro_f1"] for k, v in valen["groups"].items() if v["macro_f1"] is not None}
     report["valen"] = valen
     return report

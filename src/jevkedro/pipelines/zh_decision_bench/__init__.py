@@ -17,12 +17,15 @@ is the question id (``route``, ``urgency``, ``escalate``, ``scam``). No temperat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from jevkedro.family import check_data_kind, expected_for, family_manifest, make_prepare, wire_question
+from jevkedro.config import PrepareOptions
+from jevkedro.family import Release, check_data_kind, expected_for, family_manifest, make_prepare, wire_question
 from jevkedro.nodes.reference import reference_report
-from jevkedro.nodes.snapshot import PreparedView, SourceFormatError, check_source, read_jsonl
+from jevkedro.nodes.snapshot import PreparedView, Snapshot, SourceFormatError, check_source, read_jsonl
+from jevkedro.nodes.validate import QuestionTable
 from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target
 
 FAMILY = "zh_decision_bench"
@@ -82,27 +85,36 @@ def map_row(path: Path, lineno: int, obj: dict[str, Any]) -> SnapshotRow:
     )
 
 
-def build(source: str | Path, view: str = "zh_decision_bench", data: str = "official", **_: Any) -> PreparedView:
-    """Map the v0.2 release folder (``voice_routing.jsonl``, ``business_scenarios.jsonl``)."""
+def read_release(options: PrepareOptions, view: str = "zh_decision_bench") -> Release:
+    """The v0.2 release folder (``voice_routing.jsonl``, ``business_scenarios.jsonl``), each file
+    checked against its pinned sha256 (official data) and read as ``(path, line, record)``."""
     manifest = family_manifest(FAMILY)
-    source = Path(source)
+    source, data = Path(options.source), options.data
     check_data_kind(source, FAMILY, data)
-    pins = manifest["sources"][data] if data in manifest["sources"] else [{"file": f} for f in manifest["files"]]
-    rows, files = [], []
+    pinned = data in manifest["sources"]
+    pins = manifest["sources"][data] if pinned else [{"file": f} for f in manifest["files"]]
+    files, records = [], []
     for pin in pins:
         path = source / pin["file"]
-        files.append(check_source(path, pin if data in manifest["sources"] else None))
-        rows.extend(map_row(path, lineno, obj) for lineno, obj in read_jsonl(path))
-    return PreparedView(view=view, family=FAMILY, data=data, rows=rows, sources=files,
-                        scoring=manifest["scoring"], expected=expected_for(FAMILY, view, data),
+        files.append(check_source(path, pin if pinned else None))
+        records.extend((path, lineno, obj) for lineno, obj in read_jsonl(path))
+    return Release(FAMILY, data, source, tuple(files), records, options)
+
+
+def build(release: Release, view: str = "zh_decision_bench") -> PreparedView:
+    """Map the release's rows, in file order, to snapshot rows (pure)."""
+    manifest = family_manifest(FAMILY)
+    rows = [map_row(path, lineno, obj) for path, lineno, obj in release.content]
+    return PreparedView(view=view, family=FAMILY, data=release.data, rows=rows, sources=list(release.files),
+                        scoring=manifest["scoring"], expected=expected_for(FAMILY, view, release.data),
                         notes={"release": manifest["upstream"]["release"]})
 
 
-prepare = make_prepare(FAMILY, VIEWS, build)
+prepare = make_prepare(FAMILY, VIEWS, read_release, build)
 
 
-def evaluate(dataset, records, predictions, output=None) -> dict[str, Any]:
+def evaluate(snapshot: Snapshot, table: QuestionTable, predictions: Mapping[str, Any]) -> dict[str, Any]:
     """``official``: the reference-protocol report, right-closed 15-bin ECE (family spec §7)."""
-    return reference_report(records, OFFICIAL_SLICES, "equal_width_right_closed",
+    return reference_report(table, OFFICIAL_SLICES, "equal_width_right_closed",
                             family=FAMILY, release=family_manifest(FAMILY)["upstream"]["release"],
                             temperature_refit=False)

@@ -1,0 +1,124 @@
+"""`kedro run --pipelines=decision_index` at full scale, as a user runs it (the CLI, framework included).
+
+Command (from the project root, after `make setup`):
+
+    .venv/bin/python benchmarks/bench_kedro_run.py --work /tmp/kedro_run_bench --repeats 3
+
+Writes the full-scale synthetic Decision Index suite (140,178 requests; invented rows) once, makes a
+throw-away copy of the project (``pyproject.toml``, ``conf/base``, an empty ``conf/local``) in
+``--work``, and times, ``--repeats`` times each, two commands in fresh processes:
+
+1. **prepare**: ``kedro run --pipelines=decision_index --to-nodes=decision_index.prepare_snapshot``
+   (release dataset -> mapping -> snapshot TSV + manifest);
+2. **verify -> infer -> score -> track**: ``kedro run --pipelines=decision_index
+   --from-nodes=decision_index.verify_snapshot`` with the replay adapter on a file answering every
+   request (uniform probabilities), a fresh ``model.name`` per repeat so nothing is reused.
+
+Prints each command's wall time and peak RSS (the kedro process; from ``getrusage`` of a wrapper that
+runs only that command), their medians, and the ratio of the second to the first (target: at most 2x,
+peak RSS under 1.5 GB). The baseline in the same run is command 1 itself: the run after preparation
+should cost no more than twice what reading and mapping the release costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VIEW = "decision_index"
+
+# Runs one command and prints its wall time and the peak RSS of its process tree's largest process.
+WRAPPER = """
+import resource, subprocess, sys, time
+t0 = time.perf_counter()
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+wall = time.perf_counter() - t0
+if done.returncode:
+    sys.stderr.write(done.stdout[-4000:] + done.stderr[-4000:])
+    raise SystemExit(done.returncode)
+print(wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
+"""
+
+
+def make_project(work: Path) -> Path:
+    project = work / "project"
+    if project.exists():
+        shutil.rmtree(project)
+    (project / "conf" / "local").mkdir(parents=True)
+    shutil.copy(ROOT / "pyproject.toml", project / "pyproject.toml")
+    shutil.copytree(ROOT / "conf" / "base", project / "conf" / "base")
+    (project / "src").mkdir()
+    return project
+
+
+def timed(project: Path, args: list[str]) -> tuple[float, int]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "KEDRO_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1"}
+    cmd = [sys.executable, "-c", WRAPPER, sys.executable, "-m", "kedro", "run", *args]
+    out = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, check=True).stdout.split()
+    return float(out[0]), int(out[1])
+
+
+def write_replay(project: Path, out: Path) -> int:
+    """A replay file answering every question of the prepared snapshot with uniform probabilities."""
+    tsv = project / "data" / "02_snapshots" / f"{VIEW}.tsv"
+    n = 0
+    with open(tsv, encoding="utf-8") as src, open(out, "w", encoding="utf-8") as dst:
+        header = next(src).rstrip("\n").split("\t")
+        i_id, i_req, i_cand = header.index("request_id"), header.index("request"), header.index("candidates")
+        for line in src:
+            cells = line.rstrip("\n").split("\t")
+            questions = json.loads(cells[i_req])["questions"]
+            candidates = json.loads(cells[i_cand])
+            answers = {}
+            for qid, q in questions.items():
+                cands = candidates[qid]
+                if q["type"] == "noul":
+                    answers[qid] = {"type": "noul", "noul": 0.5}
+                else:
+                    answers[qid] = {"type": q["type"], "probabilities": {c: 1 / len(cands) for c in cands}}
+            dst.write(json.dumps({"request_id": cells[i_id], "response": {"answers": answers}}) + "\n")
+            n += 1
+    return n
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", default="/tmp/kedro_run_bench")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    work = Path(args.work)
+    suite = work / "suite"
+    if not (suite / "added-rows.jsonl.gz").is_file():
+        from jevkedro.pipelines.decision_index.synthetic import write_suite
+
+        write_suite(suite, "synthetic")
+    project = make_project(work)
+    source = f"{VIEW}.prepare.source={suite},{VIEW}.prepare.data=synthetic"
+    prepare, rest = [], []
+    for i in range(args.repeats):
+        prepare.append(timed(project, [f"--pipelines={VIEW}", f"--to-nodes={VIEW}.prepare_snapshot", f"--params={source}"]))
+        if i == 0:
+            answers = work / "answers.jsonl"
+            print(f"replay file: {write_replay(project, answers)} requests")
+        rest.append(timed(project, [f"--pipelines={VIEW}", f"--from-nodes={VIEW}.verify_snapshot",
+                                    f"--params={source},model.adapter=replay,model.path={answers},model.name=bench-{i}-{time.time_ns()}"]))
+        print(f"repeat {i + 1}: prepare {prepare[-1][0]:.1f} s ({prepare[-1][1] / 2**30:.2f} GiB), "
+              f"verify->track {rest[-1][0]:.1f} s ({rest[-1][1] / 2**30:.2f} GiB)")
+    p_wall = statistics.median(w for w, _ in prepare)
+    r_wall = statistics.median(w for w, _ in rest)
+    print(f"\nmedians over {args.repeats}: prepare {p_wall:.1f} s, verify->infer->score->track {r_wall:.1f} s "
+          f"(ratio {r_wall / p_wall:.2f}x, target <= 2x)")
+    print(f"peak RSS: prepare {max(m for _, m in prepare) / 2**30:.2f} GiB, "
+          f"verify->track {max(m for _, m in rest) / 2**30:.2f} GiB (target < 1.5 GB)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""`kedro viz build`, headless: every view's lineage starts at its raw release, every dataset has a layer."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from jevkedro.registry import VIEWS
+from support import ROOT
+
+pytestmark = pytest.mark.e2e
+
+CHAIN = ["release", "prepare_snapshot", "snapshot", "verify_snapshot", "verified_snapshot", "infer", "predictions",
+         "score"]
+LAYERS = {"release": "raw", "snapshot": "primary", "verified_snapshot": "primary", "prediction_log": "model_output",
+          "predictions": "model_output", "question_scores": "model_output", "report": "reporting",
+          "official": "reporting"}
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory):
+    project = tmp_path_factory.mktemp("viz")
+    (project / "conf" / "local").mkdir(parents=True)
+    (project / "src").mkdir()
+    (project / "pyproject.toml").write_bytes((ROOT / "pyproject.toml").read_bytes())
+    subprocess.run(["cp", "-r", str(ROOT / "conf" / "base"), str(project / "conf" / "base")], check=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "KEDRO_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1"}
+    done = subprocess.run([sys.executable, "-m", "kedro", "viz", "build"], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads((project / "build" / "api" / "main").read_text())
+
+
+def test_every_view_starts_at_its_raw_release_and_runs_the_whole_chain(graph):
+    names = {n["id"]: n.get("full_name") or n["name"] for n in graph["nodes"]}  # tasks: short name + full_name
+    edges = {(names.get(e["source"]), names.get(e["target"])) for e in graph["edges"]}  # (collapsed namespaces too)
+    for view in VIEWS:
+        chain = [f"{view}.{step}" for step in CHAIN]
+        for upstream, downstream in zip(chain, chain[1:]):
+            assert (upstream, downstream) in edges, (view, upstream, downstream)
+        for output in ("report", "official", "question_scores"):
+            assert (f"{view}.score", f"{view}.{output}") in edges
+
+
+def test_every_dataset_has_its_layer(graph):
+    datasets = [n for n in graph["nodes"] if n["type"] == "data"]
+    assert len(datasets) == len(VIEWS) * len(LAYERS)
+    for node in datasets:
+        kind = node["name"].split(".", 1)[1]
+        assert node["layer"] == LAYERS[kind], node["name"]
+    assert graph["layers"] == ["raw", "primary", "model_output", "reporting"]
