@@ -23,7 +23,7 @@ models is exactly [0, 0].
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,36 +173,45 @@ def headline_intervals(t: Terms, units: np.ndarray | None = None, resamples: int
     return {name: list(percentile_interval(values[name], level)) for name in HEADLINE}
 
 
-def slice_accuracy_intervals(t: Terms, slice_values: np.ndarray, units: np.ndarray | None = None,
-                             resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL,
-                             max_values: int = 50) -> dict[str, Any]:
-    """Accuracy and mean confidence per slice value, each with a unit-bootstrap interval for
-    accuracy (``{value: {"accuracy", "accuracy_ci", "mean_confidence", "n"}}``); empty when the
-    slice has more than ``max_values`` values."""
-    values, vcodes = np.unique(np.asarray(slice_values, dtype=object).astype(str), return_inverse=True)
-    if len(values) > max_values or not len(t):
+def slice_intervals(t: Terms, slices: Mapping[str, np.ndarray], units: np.ndarray | None = None,
+                    resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL,
+                    max_values: int = 50) -> dict[str, dict[str, Any]]:
+    """Per slice value: accuracy with a unit-bootstrap interval, mean confidence and ECE
+    (``{slice: {value: {"n", "accuracy", "accuracy_ci", "mean_confidence", "ece"}}}``), every
+    slice in one pass over the same resamples; a slice with more than ``max_values`` values is
+    left out (its table is in the report without intervals)."""
+    if not len(t):
         return {}
-    codes, G = unit_codes(t.request_id if units is None else units)
-    member = np.zeros((len(t), len(values)), dtype=bool)
-    member[np.arange(len(t)), vcodes] = True
+    members, keys = [], []
+    for name, column in slices.items():
+        values, vcodes = np.unique(np.asarray(column, dtype=object).astype(str), return_inverse=True)
+        if len(values) > max_values:
+            continue
+        member = np.zeros((len(t), len(values)), dtype=bool)
+        member[np.arange(len(t)), vcodes] = True
+        members.append(member)
+        keys += [(name, str(v)) for v in values]
+    if not keys:
+        return {}
+    member = np.hstack(members)
     hard = member & t.hard[:, None]
+    codes, G = unit_codes(t.request_id if units is None else units)
     block = unit_totals(codes, G, np.hstack([hard & t.correct[:, None], hard]))
     (boot,) = bootstrap_totals([block], resamples, seed)
-    k = len(values)
+    k = len(keys)
     acc_boot = _ratio(boot[:, :k], boot[:, k:])
-    ece_rows = member & t.ece_rows[:, None]
-    out = {}
-    for j, value in enumerate(values):
+    out: dict[str, dict[str, Any]] = {}
+    for j, (name, value) in enumerate(keys):
         if value == "":
             continue
         n_hard = int(hard[:, j].sum())
-        n_conf = int(ece_rows[:, j].sum())
-        out[str(value)] = {
+        rows = member[:, j] & t.ece_rows
+        out.setdefault(name, {})[value] = {
             "n": n_hard,
             "accuracy": float((hard[:, j] & t.correct).sum() / n_hard) if n_hard else None,
             "accuracy_ci": list(percentile_interval(acc_boot[:, j], level)),
-            "mean_confidence": float(t.conf[ece_rows[:, j]].mean()) if n_conf else None,
-            "ece": M.ece(t.conf[ece_rows[:, j]], t.correct[ece_rows[:, j]]) if n_conf else None,
+            "mean_confidence": float(t.conf[rows].mean()) if rows.any() else None,
+            "ece": M.ece(t.conf[rows], t.correct[rows]) if rows.any() else None,
         }
     return out
 
