@@ -58,7 +58,7 @@ def units_of(snapshot: Snapshot | None, request_ids: np.ndarray) -> np.ndarray:
 
 
 def _title(fig: Figure, text: str) -> None:
-    fig.suptitle(text, fontsize=11, x=0.02, ha="left")
+    fig.suptitle(text, fontsize=11, x=0.02, y=0.985, ha="left")
 
 
 def _empty(title: str, why: str) -> Figure:
@@ -75,7 +75,8 @@ def smooth_curve(conf: np.ndarray, correct: np.ndarray, units: np.ndarray, resam
     h = stats.smooth_bandwidth(conf, correct)
     acc, dens = stats.smooth_calibration(conf, correct, GRID, h)
     lo, hi = stats.smooth_calibration_band(conf, correct, units, GRID, h, resamples=resamples)
-    seen = dens > 0.05 * dens.max() if len(conf) else np.zeros(len(GRID), dtype=bool)  # don't draw where no one answered
+    # draw only over the confidences the model used (the kernel would extrapolate beyond them)
+    seen = (GRID >= conf.min() - 0.01) & (GRID <= conf.max() + 0.01) if len(conf) else np.zeros(len(GRID), dtype=bool)
     return {"bandwidth": h, "acc": np.where(seen, acc, np.nan), "lo": np.where(seen, lo, np.nan), "hi": np.where(seen, hi, np.nan),
             "smooth_ece": stats.smooth_ece(conf, correct, h)}
 

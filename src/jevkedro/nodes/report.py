@@ -284,7 +284,6 @@ def summary_line(report: Mapping[str, Any], width: int = LINE_WIDTH, model_width
 def summary_lines(reporting_root: str | Path = "data/08_reporting", views: list[str] | None = None,
                   models: list[str] | None = None) -> list[str]:
     """:func:`summary_line` of every report found (optionally only these views and models)."""
-    lines = []
     found = []
     for path in sorted(Path(reporting_root).glob("*/*/report.json")):
         rep = json.loads(path.read_text(encoding="utf-8"))
