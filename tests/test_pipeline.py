@@ -134,3 +134,4 @@ def test_summary_names_the_official_headline_and_unsupported(tmp_path):
     path.write_text(json.dumps(report))
     (line,) = summary_lines(tmp_path)
     assert "balanced_skill 24.67" in line and "valid 3/4 (1 unsupported)" in line and "p50" not in line
+    assert all(len(x) <= 100 for x in line.splitlines())

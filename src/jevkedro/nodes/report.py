@@ -243,8 +243,8 @@ def _short(text: str, width: int) -> str:
 def summary_line(report: Mapping[str, Any], width: int = LINE_WIDTH, model_width: int | None = None,
                  view_width: int | None = None) -> str:
     """The summary of a (model, view) in lines of at most ``width`` characters: the official
-    headline where the family has one, accuracy with its 95% interval, ECE, valid answers, latency
-    p50, then what makes the result not clean (unattempted requests, request errors, failed
+    headline where the family has one, accuracy with its 95% interval, ECE, valid answers (when
+    not all are), latency p50 (where it fits), then what makes the result not clean (unattempted requests, request errors, failed
     gates) — on an indented second line when the first is full. A view the model cannot answer
     at all reads ``n/a (unsupported)``, not as a score of 0. ``model_width``/``view_width`` align
     the names of several lines (default: this report's own names)."""
@@ -264,15 +264,19 @@ def summary_line(report: Mapping[str, Any], width: int = LINE_WIDTH, model_width
     gates = (report.get("gates") or {}).get("failed") or []
     unsupported = (cov.get("by_status") or {}).get("unsupported", 0)
     parts = ([f"{main['name']} {_fmt(main['value'], 2)}"] if main else []) + [
-        f"acc {_fmt(o['accuracy'])}" + (f" [{_fmt(ci[0])},{_fmt(ci[1])}]" if ci[0] is not None else ""),
+        f"acc {_fmt(o['accuracy'])}" + (f" [{_fmt(ci[0])},{_fmt(ci[1])}]".replace("0.", ".") if ci[0] is not None else ""),
         f"ece {_fmt(o['ece'])}",
-        f"valid {ok}/{cov['questions']}" + (f" ({unsupported} unsupported)" if unsupported else ""),
-    ] + ([f"p50 {_fmt(lat * 1000, 1)} ms"] if lat is not None else []) \
+    ] + ([f"valid {ok}/{cov['questions']}" + (f" ({unsupported} unsupported)" if unsupported else "")]
+         if ok < cov["questions"] else []) + ([("optional", f"p50 {_fmt(lat * 1000, 1)} ms")] if lat is not None else []) \
         + ([f"INCOMPLETE: {run['unattempted_requests']} requests unattempted"] if run.get("complete") is False else []) \
         + ([f"ERRORS: {errors} requests failed"] if errors else []) \
         + [f"GATE FAILED: {g['message'].removeprefix('gate ')}" for g in gates]
     lines, current = [], head
     for part in parts:
+        if isinstance(part, tuple):  # shown only where it fits on the current line
+            part = part[1]
+            if len(current) + 2 + len(part) > width:
+                continue
         if len(current) + 2 + len(part) > width and current.strip():
             lines.append(current)
             current = " " * 6 + "↳"
