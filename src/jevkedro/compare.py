@@ -153,7 +153,7 @@ def compare(root: Path, views: list[str], a: str, b: str, resamples: int = stats
         doc["mcnemar"]["p_value_bh"] = q
         doc["mcnemar"]["bh_views"] = views
         atomic_write_json(out_dir / f"{doc['view']}.json", doc)
-        doc["path"] = str(out_dir / f"{doc['view']}.json")
+        doc["path"] = str((out_dir / f"{doc['view']}.json").relative_to(root))
         if plots:
             title = f"{a} vs {b} on {doc['view']}"
             atomic_write_bytes(out_dir / f"{doc['view']}.reliability.png",
@@ -176,8 +176,9 @@ def format_table(docs: list[dict[str, Any]]) -> list[str]:
     lines: list[str] = []
     for doc in docs:
         r = doc["resampling"]
-        lines.append(f"{doc['view']}: A = {doc['a']}, B = {doc['b']}  ({r['resamples']} paired resamples of "
-                     f"{r['units']} {r['unit'].split(' ')[0]}s, seed {r['seed']})")
+        unit = r["unit"].split(" (")[0]
+        lines.append(f"{doc['view']}: A = {doc['a']}, B = {doc['b']}")
+        lines.append(f"  {r['resamples']} paired resamples of {r['units']} units ({unit}), seed {r['seed']}")
         lines.append(f"  {'metric':<9}{'A':>9}{'B':>9}{'A − B':>9}   {'95% CI':<19}{'n':>7}")
         for name in stats.HEADLINE:
             m = doc["metrics"][name]
@@ -188,7 +189,7 @@ def format_table(docs: list[dict[str, Any]]) -> list[str]:
         lines.append(f"  McNemar: right only for A {mc['a_only']}, only for B {mc['b_only']}, exact p = {mc['p_value']:.3g}{bh}")
         if doc.get("warning"):
             lines.append(f"  note: {doc['warning']}")
-        lines.append(f"  -> {doc['path']} (flips listed item by item)")
+        lines.append(f"  flips (right for one model only) item by item in {doc['path']}")
     if len(docs) > 1:
         lines.append("")
         lines.append(f"{'view':<28}{'acc A − B':>10}  {'95% CI':<19}{'p':>8}{'p (BH)':>9}")
