@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from jevkedro.pipelines.jevbench.official import official_summary  # noqa: E402
 from support import choice, noul, record, task  # noqa: E402
 from support import jevbench_snapshot_of as snapshot_of  # noqa: E402
-from jevkedro.pipelines.jevbench.official import official_summary  # noqa: E402
 
 
 def tasks(rng: random.Random) -> list[dict]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,15 @@ def _command(run_params: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+def _flat_model(model: Any) -> dict[str, Any]:
+    """The ``model`` parameters as a flat mapping, whether Kedro hands them over typed or raw."""
+    if hasattr(model, "flat"):
+        return model.flat()
+    if isinstance(model, Mapping):
+        return {str(k): v for k, v in model.items()}
+    return {}
+
+
 def _secrets(model: Any) -> list[str]:
     """Values of the key variables a remote adapter may read, to keep them out of failure texts."""
     names = {"TYPESAFE_API_KEY", "OPENAI_API_KEY"}
@@ -167,8 +177,7 @@ class TrackViewRuns:
 
     @hook_impl
     def after_catalog_created(self, catalog, parameters) -> None:
-        model = (parameters.get("parameters") or {}).get("model") or {}
-        self._model = dict(model) if isinstance(model, dict) else {}
+        self._model = _flat_model((parameters.get("parameters") or {}).get("model"))
 
     @hook_impl
     def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
@@ -215,10 +224,12 @@ class TrackViewRuns:
                                       view_width=self._view_width))
 
     @hook_impl
-    def on_node_error(self, error: Exception, node) -> None:
+    def on_node_error(self, error: Exception, node, inputs) -> None:
         view = node.namespace
         if view not in VIEWS:
             return
+        if "params:model" in (inputs or {}):
+            self._model = _flat_model(inputs["params:model"]) or self._model
         text = f"{node.name} failed: {type(error).__name__}: {error}"
         for secret in _secrets(self._model):
             text = text.replace(secret, "[REDACTED]")
@@ -237,7 +248,7 @@ class TrackViewRuns:
             for gate in ((report.get("gates") or {}).get("failed") or []):
                 failures.append(f"{report['view']} ({report['model']}): {gate['message']}")
         if self._done:
-            console.echo(f"reports: data/08_reporting/{self._done[0]['model']}/<view>/ "
-                         "(report.json, plots); leaderboard: python -m jevkedro.summary")
+            console.echo(f"reports and plots: data/08_reporting/{self._done[0]['model']}/<view>/")
+            console.echo("leaderboard: python -m jevkedro.summary; MLflow: make mlflow-ui (an experiment per view)")
         if failures:
             raise GateFailure(failures)

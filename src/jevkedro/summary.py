@@ -135,8 +135,8 @@ def main(argv: list[str] | None = None) -> int:
             print(line)
     atomic_write_bytes(root / "leaderboard.csv", to_csv(models, views, cells).encode("utf-8"))
     atomic_write_bytes(root / "leaderboard.md", to_markdown(models, views, cells, names).encode("utf-8"))
-    print(f"\nwritten: {root / 'leaderboard.csv'}, {root / 'leaderboard.md'}; MLflow: `make mlflow-ui` "
-          "(one experiment per view, one run per model)")
+    print(f"\nthe table as CSV and Markdown: {root / 'leaderboard.csv'}, {root / 'leaderboard.md'}")
+    print("MLflow: `make mlflow-ui` (one experiment per view, one run per model)")
     return 0
 
 
