@@ -189,7 +189,8 @@ def format_table(docs: list[dict[str, Any]]) -> list[str]:
         lines.append(f"  McNemar: right only for A {mc['a_only']}, only for B {mc['b_only']}, exact p = {mc['p_value']:.3g}{bh}")
         if doc.get("warning"):
             lines.append(f"  note: {doc['warning']}")
-        lines.append(f"  flips (right for one model only) item by item in {doc['path']}")
+        lines.append("  written, with the flips (right for one model only) item by item:")
+        lines.append(f"  {doc['path']}")
     if len(docs) > 1:
         lines.append("")
         lines.append(f"{'view':<28}{'acc A − B':>10}  {'95% CI':<19}{'p':>8}{'p (BH)':>9}")

@@ -55,7 +55,7 @@ def resample_counts(n_units: int, resamples: int, seed: int, chunk_cells: int = 
     done = 0
     while done < resamples:
         b = min(per_chunk, resamples - done)
-        draws = rng.integers(0, n_units, size=(b, n_units))
+        draws = rng.integers(0, n_units, size=(b, n_units), dtype=np.int32)
         flat = (np.arange(b, dtype=np.int64)[:, None] * n_units + draws).ravel()
         yield np.bincount(flat, minlength=b * n_units).reshape(b, n_units).astype(float)
         done += b
@@ -139,26 +139,25 @@ def terms_of(table) -> Terms:
 def _headline_block(t: Terms, acc_rows: np.ndarray, prob_rows: np.ndarray, ece_rows: np.ndarray,
                     bins: int = M.ECE_BINS) -> np.ndarray:
     """Per-question columns whose unit totals give every headline metric (see :func:`_headline_of`):
-    ``[hits, hard, nll, brier, prob, H_1..H_bins, C_1..C_bins, ece_n]``."""
+    ``[hits, hard, nll, brier, prob, D_1..D_bins, ece_n]`` with ``D_b = sum over bin b of
+    (hit - confidence)`` (ECE needs only ``|H_b - C_b|``, so one column per bin)."""
     n = len(t)
-    onehot = np.zeros((n, bins))
-    onehot[np.arange(n), t.bin] = 1.0
-    onehot *= ece_rows[:, None]
+    gap = np.zeros((n, bins))
+    gap[np.arange(n), t.bin] = np.where(ece_rows, t.correct.astype(float) - t.conf, 0.0)
     return np.column_stack([
         (t.correct & acc_rows), acc_rows, np.where(prob_rows, t.nll, 0.0), np.where(prob_rows, t.brier, 0.0), prob_rows,
-        onehot * t.correct[:, None], onehot * t.conf[:, None], ece_rows,
+        gap, ece_rows,
     ]).astype(float)
 
 
 def _headline_of(tot: np.ndarray, bins: int = M.ECE_BINS) -> dict[str, np.ndarray]:
     """Headline metrics from totals of :func:`_headline_block` columns (rows: resamples)."""
     tot = np.atleast_2d(tot)
-    H, C = tot[:, 5:5 + bins], tot[:, 5 + bins:5 + 2 * bins]
     return {
         "accuracy": _ratio(tot[:, 0], tot[:, 1]),
         "nll": _ratio(tot[:, 2], tot[:, 4]),
         "brier": _ratio(tot[:, 3], tot[:, 4]),
-        "ece": _ratio(np.abs(H - C).sum(axis=1), tot[:, 5 + 2 * bins]),
+        "ece": _ratio(np.abs(tot[:, 5:5 + bins]).sum(axis=1), tot[:, 5 + bins]),
     }
 
 

@@ -3,7 +3,9 @@
 Layout (``docs/comparing.md`` shows it in the UI):
 
 - **Experiment ``jevkedro/<view>``** per view (kind ``custom_model_development``, so the UI opens
-  on its runs table). A view's runs list is the view's leaderboard: one row per model.
+  on its runs table). A view's runs list is the view's leaderboard: one row per model; the saved
+  view **leaderboard** (the UI's *Views* menu, or ``…/runs?viewStateShareKey=jevkedro-leaderboard``)
+  shows the headline metrics, key params and tags as columns, sorted by the headline.
 - **Run per (model, view)**, named after ``model.name``:
   *params* — the model's settings that shape its answers (``model.adapter``, ``model.model``,
   ``model.endpoint``, ``model.temperature``, retry and stop rules, ...; never a key, only the name
@@ -289,6 +291,63 @@ def experiment_id(client, name: str) -> str:
     return exp_id
 
 
+LEADERBOARD_VIEW_KEY = "mlflow.sharedViewState.jevkedro-leaderboard"  # the UI's saved views are experiment tags
+LEADERBOARD_METRICS = ("accuracy", "accuracy_ci_low", "accuracy_ci_high", "ece", "nll", "brier", "valid_fraction",
+                       "errors", "latency_p50_ms", "latency_p99_ms", "cost_per_1k_requests_usd")
+LEADERBOARD_PARAMS = ("model.adapter", "model.model", "model.endpoint")
+LEADERBOARD_TAGS = ("data", "complete", "clean", "probability_source")
+EXPERIMENT_NOTE = ("One run per model on this view (jevkedro). **Views → leaderboard** shows the headline figures as "
+                   "columns (accuracy with its 95% interval, ECE, NLL, Brier, valid fraction, errors, latency); tick two "
+                   "runs and press **Compare** to compare them. Breakdowns: each run's `tables/`; plots: `plots/`. "
+                   "Superseded runs (an older result of the same model) are in the *Deleted* state.")
+
+
+def leaderboard_view(metrics: list[str]) -> str:
+    """The value of the saved view "leaderboard": the runs table with the headline metrics as
+    columns, sorted by the official headline (where the family has one) or accuracy. Saved views
+    are experiment tags holding ``{"name", "createdAt", "updatedAt", "state"}``, the state being
+    the runs table's JSON, zlib-deflated and base64-encoded after ``deflate;``."""
+    import base64
+    import zlib
+
+    official = sorted(m for m in metrics if m.startswith("official."))
+    columns = [f"metrics.`{m}`" for m in (*official, *LEADERBOARD_METRICS)]
+    columns += [f"params.`{p}`" for p in LEADERBOARD_PARAMS] + [f"tags.`{t}`" for t in LEADERBOARD_TAGS]
+    columns += ["attributes.`Dataset`"]
+    state = {"searchFilter": "", "orderByKey": f"metrics.`{official[0] if official else 'accuracy'}`", "orderByAsc": False,
+             "startTime": "ALL", "lifecycleFilter": "Active", "datasetsFilter": [], "modelVersionFilter": "All Runs",
+             "selectedColumns": columns, "columnOrder": columns, "columnWidths": {}, "runsHiddenMode": "SHOW_ALL",
+             "viewMaximized": False, "runListHidden": False, "isAccordionReordered": False, "useGroupedValuesInCharts": True,
+             "hideEmptyCharts": True, "groupBy": None, "groupsExpanded": {},
+             "globalLineChartConfig": {"xAxisKey": "step", "lineSmoothness": 0, "selectedXAxisMetricKey": ""}}
+    packed = base64.b64encode(zlib.compress(json.dumps(state, separators=(",", ":")).encode("utf-8"))).decode("ascii")
+    return json.dumps({"name": "leaderboard", "createdAt": 0, "updatedAt": 0, "state": f"deflate;{packed}"})
+
+
+def ensure_leaderboard_view(client, exp_id: str, metrics: list[str]) -> None:
+    """Keep the experiment's saved "leaderboard" view and its note in step with the metrics logged."""
+    exp = client.get_experiment(exp_id)
+    wanted = leaderboard_view(sorted(set(metrics) | {m for m in _view_metrics(exp.tags.get(LEADERBOARD_VIEW_KEY))}))
+    if exp.tags.get(LEADERBOARD_VIEW_KEY) != wanted:
+        client.set_experiment_tag(exp_id, LEADERBOARD_VIEW_KEY, wanted)
+    if exp.tags.get("mlflow.note.content") != EXPERIMENT_NOTE:
+        client.set_experiment_tag(exp_id, "mlflow.note.content", EXPERIMENT_NOTE)
+
+
+def _view_metrics(value: str | None) -> list[str]:
+    """The official.* metrics an existing leaderboard view already shows."""
+    import base64
+    import zlib
+
+    if not value:
+        return []
+    try:
+        state = json.loads(zlib.decompress(base64.b64decode(json.loads(value)["state"].split(";", 1)[1])))
+    except (ValueError, KeyError, zlib.error):
+        return []
+    return [c[len("metrics.`"):-1] for c in state.get("selectedColumns", []) if c.startswith("metrics.`official.")]
+
+
 def _process_start(pid: int) -> str | None:
     try:  # field 22 of /proc/<pid>/stat: start time in clock ticks since boot (tells a reused pid apart)
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -438,6 +497,7 @@ def log_view_run(run: ViewRun, tracking_uri: str | None = None) -> str:
         client.set_tag(run_id, "failure", f"tracking failed: {type(exc).__name__}")
         client.set_terminated(run_id, "FAILED")
         raise
+    ensure_leaderboard_view(client, exp_id, list(run.metrics))
     for old in previous:
         client.log_batch(old.info.run_id, tags=[RunTag("superseded", "true"), RunTag("superseded_by", run_id)])
         client.delete_run(old.info.run_id)  # out of the default (active) view; restorable
