@@ -6,6 +6,8 @@ Times, median of ``--repeat`` runs, in one process:
 
 - ``headline_intervals`` — the report's 95% intervals of accuracy, NLL, Brier, ECE (count matrices
   over requests times unit totals, :mod:`jevkedro.nodes.compare`);
+- ``report_intervals`` — what ``report.json`` computes: the same plus accuracy per slice value
+  (three slices of 3, 5 and 12 values) from the same resamples;
 - ``paired_metrics`` — the comparison's paired intervals of the same four metrics for two models;
 - baseline *per-resample loop* — the textbook bootstrap: per resample draw request indices, gather
   their questions and recompute the four metrics (20 resamples timed, scaled to ``--resamples``);
@@ -77,10 +79,15 @@ def main() -> None:
     drawn = min(args.resamples, 50)
     ideal = timed(lambda: np.random.default_rng(0).integers(0, G, (drawn, G)), args.repeat) * args.resamples / drawn
     head = timed(lambda: C.headline_intervals(a, resamples=args.resamples), args.repeat)
+    rng = np.random.default_rng(3)
+    slices = {"type": rng.integers(0, 3, len(a)).astype(str), "tier": rng.integers(0, 5, len(a)).astype(str),
+              "domain": rng.integers(0, 12, len(a)).astype(str)}
+    report = timed(lambda: C.report_intervals(a, slices, resamples=args.resamples), args.repeat)
     paired = timed(lambda: C.paired_metrics(a, b, resamples=args.resamples), args.repeat)
     sample = 20
     loop = timed(lambda: loop_bootstrap(a, sample, 0), 1) * args.resamples / sample
     print(f"  headline_intervals (one model)        {head:8.2f} s")
+    print(f"  report_intervals (+ 20 slice values)  {report:8.2f} s")
     print(f"  paired_metrics (two models)           {paired:8.2f} s")
     print(f"  baseline per-resample loop (scaled)   {loop:8.2f} s   -> {loop / head:.1f}x slower than headline_intervals")
     print(f"  ideal: drawing the integers only      {ideal:8.2f} s   -> headline_intervals is {head / ideal:.1f}x the ideal")

@@ -172,15 +172,8 @@ def headline_intervals(t: Terms, units: np.ndarray | None = None, resamples: int
     return {name: list(percentile_interval(values[name], level)) for name in HEADLINE}
 
 
-def slice_intervals(t: Terms, slices: Mapping[str, np.ndarray], units: np.ndarray | None = None,
-                    resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL,
-                    max_values: int = 50) -> dict[str, dict[str, Any]]:
-    """Per slice value: accuracy with a unit-bootstrap interval, mean confidence and ECE
-    (``{slice: {value: {"n", "accuracy", "accuracy_ci", "mean_confidence", "ece"}}}``), every
-    slice in one pass over the same resamples; a slice with more than ``max_values`` values is
-    left out (its table is in the report without intervals)."""
-    if not len(t):
-        return {}
+def _slice_members(t: Terms, slices: Mapping[str, np.ndarray], max_values: int) -> tuple[np.ndarray, list[tuple[str, str]]]:
+    """``(N, k)`` membership of each question in each slice value, for slices of at most ``max_values`` values."""
     members, keys = [], []
     for name, column in slices.items():
         values, vcodes = np.unique(np.asarray(column, dtype=object).astype(str), return_inverse=True)
@@ -190,13 +183,12 @@ def slice_intervals(t: Terms, slices: Mapping[str, np.ndarray], units: np.ndarra
         member[np.arange(len(t)), vcodes] = True
         members.append(member)
         keys += [(name, str(v)) for v in values]
-    if not keys:
-        return {}
-    member = np.hstack(members)
+    return (np.hstack(members) if members else np.zeros((len(t), 0), dtype=bool)), keys
+
+
+def _slice_results(t: Terms, member: np.ndarray, keys: list[tuple[str, str]], boot: np.ndarray,
+                   level: float) -> dict[str, dict[str, Any]]:
     hard = member & t.hard[:, None]
-    codes, G = unit_codes(t.request_id if units is None else units)
-    block = unit_totals(codes, G, np.hstack([hard & t.correct[:, None], hard]))
-    (boot,) = bootstrap_totals([block], resamples, seed)
     k = len(keys)
     acc_boot = _ratio(boot[:, :k], boot[:, k:])
     out: dict[str, dict[str, Any]] = {}
@@ -213,6 +205,34 @@ def slice_intervals(t: Terms, slices: Mapping[str, np.ndarray], units: np.ndarra
             "ece": M.ece(t.conf[rows], t.correct[rows]) if rows.any() else None,
         }
     return out
+
+
+def slice_intervals(t: Terms, slices: Mapping[str, np.ndarray], units: np.ndarray | None = None,
+                    resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL,
+                    max_values: int = 50) -> dict[str, dict[str, Any]]:
+    """Per slice value: accuracy with a unit-bootstrap interval, mean confidence and ECE
+    (``{slice: {value: {"n", "accuracy", "accuracy_ci", "mean_confidence", "ece"}}}``), every
+    slice in one pass over the same resamples; a slice with more than ``max_values`` values is
+    left out (its table is in the report without intervals)."""
+    return report_intervals(t, slices, units, resamples, seed, level, max_values)[1]
+
+
+def report_intervals(t: Terms, slices: Mapping[str, np.ndarray], units: np.ndarray | None = None,
+                     resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL,
+                     max_values: int = 50) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """:func:`headline_intervals` and :func:`slice_intervals` from one set of resamples (the
+    count matrices are drawn once; each is multiplied by both blocks of unit totals)."""
+    if not len(t):
+        return {name: [None, None] for name in HEADLINE}, {}
+    codes, G = unit_codes(t.request_id if units is None else units)
+    member, keys = _slice_members(t, slices, max_values)
+    hard = member & t.hard[:, None]
+    head_block = unit_totals(codes, G, _headline_block(t, t.hard, t.prob, t.ece_rows))
+    slice_block = unit_totals(codes, G, np.hstack([hard & t.correct[:, None], hard]))
+    boot_head, boot_slices = bootstrap_totals([head_block, slice_block], resamples, seed)
+    values = _headline_of(boot_head)
+    head = {name: list(percentile_interval(values[name], level)) for name in HEADLINE}
+    return head, (_slice_results(t, member, keys, boot_slices, level) if keys else {})
 
 
 # -- paired comparison of two models ----------------------------------------------------------------

@@ -91,13 +91,12 @@ def interval_summary(table: QuestionTable, units: np.ndarray, unit_name: str,
     keep = ~np.asarray(table.unscored, dtype=bool)
     terms = stats.terms_of(table)
     kept_units = np.asarray(units, dtype=object)[keep]
+    overall, per_slice = stats.report_intervals(terms, {name: col[keep] for name, col in table.slices.items()},
+                                                kept_units, resamples, seed)
     out: dict[str, Any] = {
         "level": stats.LEVEL, "method": "percentile bootstrap", "unit": unit_name,
-        "units": int(len(set(kept_units.tolist()))), "resamples": resamples, "seed": seed,
-        "overall": stats.headline_intervals(terms, kept_units, resamples, seed),
+        "units": int(len(set(kept_units.tolist()))), "resamples": resamples, "seed": seed, "overall": overall,
     }
-    per_slice = stats.slice_intervals(terms, {name: col[keep] for name, col in table.slices.items()}, kept_units,
-                                      resamples, seed)
     for name, groups in per_slice.items():
         out[f"by_{name}"] = groups
     return out
