@@ -8,6 +8,7 @@ pydantic, Kedro's own plugins) are filtered: users cannot act on them; our own s
 
 from __future__ import annotations
 
+import logging
 import sys
 import warnings
 
@@ -24,6 +25,19 @@ def filter_library_warnings() -> None:
     # pydantic warns from its own frames about fields named like BaseModel attributes in MLflow's models
     warnings.filterwarnings("ignore", message=r".*Field name .* shadows an attribute in parent.*")
     warnings.filterwarnings("ignore", message=r".*Support for class-based `config` is deprecated.*")
+
+
+def route_library_logs() -> None:
+    """MLflow gives its loggers their own stderr handler (INFO, not propagated), so its notices
+    ("Creating initial MLflow database tables...") would bypass ``conf/logging.yml``; hand them to
+    the project's handlers instead (INFO to the log file, warnings to the console)."""
+    import mlflow  # noqa: F401  (importing it configures its loggers; undo that after)
+
+    for name in ("mlflow", "alembic", "huey"):
+        logger = logging.getLogger(name)
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+        logger.propagate = True
 
 
 def echo(line: str) -> None:

@@ -174,6 +174,7 @@ class TrackViewRuns:
             conf = {}
         uri = (conf.get("server") or {}).get("mlflow_tracking_uri") or "sqlite:///mlflow.db"
         self.tracking_uri = resolve_tracking_uri(str(uri), self._project_path)
+        console.route_library_logs()
 
     @hook_impl
     def after_catalog_created(self, catalog, parameters) -> None:
