@@ -133,14 +133,15 @@ def screenshots(project: Path, out: Path, chromium: str) -> None:
             page.wait_for_timeout(2500)
             page.screenshot(path=str(out / "mlflow_runs.png"))
             ids = json.dumps([runs[A].info.run_id, runs[B].info.run_id])
-            page.set_viewport_size({"width": 1500, "height": 900})
+            page.set_viewport_size({"width": 1500, "height": 2000})
             page.goto(f"{base}/#/compare-runs?runs={ids}&experiments={json.dumps([exp_id])}")
             page.get_by_text("accuracy_ci_low").first.wait_for(timeout=120_000)
+            page.get_by_text("Visualizations", exact=True).first.click()  # fold the plots: params and metrics first
             page.wait_for_timeout(2500)
-            page.screenshot(path=str(out / "mlflow_compare.png"), full_page=True)
+            page.screenshot(path=str(out / "mlflow_compare.png"))
             page.set_viewport_size({"width": 1500, "height": 980})
             page.goto(f"{base}/#/experiments/{exp_id}/runs/{runs[A].info.run_id}/artifacts/plots/reliability.png")
-            page.locator("img").last.wait_for(timeout=120_000)
+            page.locator("img.rc-image-img").first.wait_for(state="attached", timeout=120_000)
             page.wait_for_timeout(3000)
             page.screenshot(path=str(out / "mlflow_reliability.png"))
             browser.close()
@@ -157,10 +158,15 @@ def main() -> None:
     parser.add_argument("--out", default="docs/screenshots", help="folder for the PNGs")
     parser.add_argument("--work", default=None, help="project copy to run in (default: a temporary folder)")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--reuse", action="store_true", help="--work already holds the two runs: take the screenshots only")
     args = parser.parse_args()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
+        if args.reuse and args.work and (Path(args.work) / "project" / "mlflow.db").is_file():
+            screenshots(Path(args.work) / "project", out, args.chromium)
+            print(f"screenshots in {out}")
+            return
         project = project_copy(Path(args.work or tmp) / "project")
         kedro = [sys.executable, "-m", "kedro", "run", f"--pipelines={VIEW}"]
         run(kedro, project)
