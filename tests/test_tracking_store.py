@@ -126,10 +126,12 @@ def test_rerun_with_the_same_result_adds_no_run_and_a_failed_gate_exits_3(store)
     assert "zh_decision_bench (sparrow-nano-general-v1.1): gate min_accuracy: accuracy 0.3555 is below the threshold 0.99" \
         in rerun.stderr
     assert "Traceback" not in rerun.stderr and "INFO" not in rerun.stdout + rerun.stderr
+    assert "Warning" not in rerun.stdout + rerun.stderr and len(rerun.stdout.splitlines()) <= 5  # quiet by default
     assert f"{A} zh_decision_bench" in rerun.stdout and "GATE FAILED" in rerun.stdout  # the summary line
     assert all(len(line) <= 100 for line in rerun.stdout.splitlines())
     runs = _runs(client, "zh_decision_bench", filter_string=f"tags.model = '{A}'")
     assert len(runs) == 1  # the unchanged rerun reused the current run
+    assert runs[0].data.tags["gates"] == "failed"
     report = json.loads((project / f"data/08_reporting/{A}/zh_decision_bench/report.json").read_text())
     assert [g["gate"] for g in report["gates"]["failed"]] == ["min_accuracy"]
     assert (project / "logs" / "info.log").stat().st_size > 0  # Kedro's INFO log went to the file

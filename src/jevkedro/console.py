@@ -1,9 +1,10 @@
 """What a ``kedro run`` shows on the terminal: summary lines, progress, warnings that matter.
 
 Kedro's INFO log goes to ``logs/info.log`` (``conf/logging.yml``); the console handler shows
-WARNING and above. The per-view summary lines are printed here (stdout), so they appear whatever
-the logging configuration. Deprecation and future warnings raised inside libraries (MLflow,
-pydantic, Kedro's own plugins) are filtered: users cannot act on them; our own still show.
+WARNING and above, except Python warnings (the ``py.warnings`` logger), which go to the file only.
+The per-view summary lines are printed here (stdout), so they appear whatever the logging
+configuration. Deprecation and future warnings raised inside libraries (MLflow, pydantic, Kedro's
+own plugins) are filtered: users cannot act on them.
 """
 
 from __future__ import annotations

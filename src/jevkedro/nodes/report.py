@@ -84,12 +84,12 @@ def resampling_units(snapshot: Snapshot, table: QuestionTable) -> tuple[np.ndarr
     return np.array([by_request[r] for r in table.request_id], dtype=object), getattr(module, "RESAMPLING_UNIT", "group")
 
 
-def interval_summary(table: QuestionTable, units: np.ndarray, unit_name: str,
+def interval_summary(table: QuestionTable, units: np.ndarray, unit_name: str, terms: stats.Terms | None = None,
                      resamples: int = stats.RESAMPLES, seed: int = stats.SEED) -> dict[str, Any]:
     """95% percentile-bootstrap intervals of accuracy, NLL, Brier and ECE (``overall``) and of
     accuracy per slice value (``by_<slice>``), resampling whole units; the settings are recorded."""
     keep = ~np.asarray(table.unscored, dtype=bool)
-    terms = stats.terms_of(table)
+    terms = stats.terms_of(table) if terms is None else terms
     kept_units = np.asarray(units, dtype=object)[keep]
     overall, per_slice = stats.report_intervals(terms, {name: col[keep] for name, col in table.slices.items()},
                                                 kept_units, resamples, seed)
@@ -105,12 +105,12 @@ def interval_summary(table: QuestionTable, units: np.ndarray, unit_name: str,
 SELECTIVE_COVERAGES = (0.5, 0.8, 0.9)
 
 
-def selective_summary(table: QuestionTable, points: int = 50) -> dict[str, Any]:
+def selective_summary(table: QuestionTable, points: int = 50, terms: stats.Terms | None = None) -> dict[str, Any]:
     """Risk–coverage over the valid hard-label answers: abstain on the least confident first.
     ``accuracy_at_coverage`` at 50/80/90 %, ``coverage_at_risk_5pct`` (largest share answerable
     with at most 5 % errors), ``aurc`` (area under the risk–coverage curve), ``auroc`` (confidence
     ranking right above wrong answers) and the curve at ``points`` coverages."""
-    terms = stats.terms_of(table)
+    terms = stats.terms_of(table) if terms is None else terms
     rows = terms.ece_rows
     conf, hit = terms.conf[rows], terms.correct[rows]
     rc = stats.risk_coverage(conf, hit)
@@ -191,6 +191,7 @@ def build_report(
     resolved = sorted({r["model"] for r in predictions.values() if r.get("model")})
     run_meta = run_meta or {}
     units, unit_name = resampling_units(snapshot, table)
+    terms = stats.terms_of(table)  # per-question terms, shared by the intervals and selective prediction
     return {
         "view": snapshot.view,
         "family": snapshot.manifest.get("family"),
@@ -206,8 +207,8 @@ def build_report(
         "latency": latency_summary(predictions),
         "cost": cost_summary(predictions),
         "errors": error_summary(predictions),
-        "intervals": interval_summary(table, units, unit_name),
-        "selective": selective_summary(table),
+        "intervals": interval_summary(table, units, unit_name, terms),
+        "selective": selective_summary(table, terms=terms),
         "model_settings": dict(model),
         "invalid_examples": invalid_examples(table),
         "run": run_status(table, predictions, [r.request_id for r in snapshot.rows], run_meta),

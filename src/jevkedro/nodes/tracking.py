@@ -471,6 +471,8 @@ def log_view_run(run: ViewRun, tracking_uri: str | None = None) -> str:
     previous = current_runs(client, exp_id, run.name)
     for old in previous:
         if old.info.status == "FINISHED" and old.data.tags.get("result_digest") == run.result_digest:
+            if "gates" in run.tags and old.data.tags.get("gates") != run.tags["gates"]:  # gates are not the result
+                client.set_tag(old.info.run_id, "gates", run.tags["gates"])
             log.info("MLflow: %s / %s unchanged; current run %s kept", run.name, run.tags["view"], old.info.run_id)
             return old.info.run_id
     created = client.create_run(exp_id, run_name=run.name, tags={**run.tags, **live_tags()})
