@@ -67,7 +67,12 @@ def unit_totals(codes: np.ndarray, n_units: int, columns: np.ndarray) -> np.ndar
     if columns.ndim == 1:
         columns = columns[:, None]
     out = np.zeros((n_units, columns.shape[1]))
-    np.add.at(out, codes, columns)
+    if not len(codes):
+        return out
+    order = np.argsort(codes, kind="stable")  # contiguous runs per unit, then one reduceat (np.add.at is ~10x slower)
+    ordered = codes[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    out[ordered[starts]] = np.add.reduceat(columns[order], starts, axis=0)
     return out
 
 

@@ -50,7 +50,10 @@ def units_of(snapshot: Snapshot | None, request_ids: np.ndarray) -> np.ndarray:
     """The bootstrap unit of each question (the family's group where it has one, else its request)."""
     if snapshot is None:
         return request_ids
-    unit_of = getattr(family_of(snapshot.view).module(), "resampling_unit", None)
+    try:
+        unit_of = getattr(family_of(snapshot.view).module(), "resampling_unit", None)
+    except KeyError:  # a view outside the registry: requests
+        return request_ids
     if unit_of is None:
         return request_ids
     by_request = {row.request_id: str(unit_of(row)) for row in snapshot.rows}

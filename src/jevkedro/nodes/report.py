@@ -76,7 +76,10 @@ def error_summary(predictions: Mapping[str, Mapping[str, Any]]) -> dict[str, Any
 def resampling_units(snapshot: Snapshot, table: QuestionTable) -> tuple[np.ndarray, str]:
     """The bootstrap's resampling unit of each question: its request, or the family's group when
     the family defines ``resampling_unit(row)`` (JevBench: a task's paraphrase group)."""
-    module = family_of(snapshot.view).module()
+    try:
+        module = family_of(snapshot.view).module()
+    except KeyError:  # a view outside the registry (engine tests, benchmarks): requests
+        return np.asarray(table.request_id, dtype=object), "request"
     unit_of = getattr(module, "resampling_unit", None)
     if unit_of is None:
         return np.asarray(table.request_id, dtype=object), "request"
