@@ -142,16 +142,18 @@ def _upstream_bootstrap(conf: np.ndarray, correct: np.ndarray) -> dict[str, list
     return {"accuracy_ci": np.percentile(acc, [2.5, 97.5]).tolist(), "ece_ci": np.percentile(ece, [2.5, 97.5]).tolist()}
 
 
-def upstream_metrics(snapshot: Snapshot, table: QuestionTable) -> dict[str, Any]:
+def upstream_metrics(snapshot: Snapshot | None, table: QuestionTable) -> dict[str, Any]:
     """Upstream's report groups and figures (module docstring), over the questions with a valid
     answer — upstream's prediction records; ``not_valid`` counts the questions left out."""
-    candidates = {row.request_id: row.candidates for row in snapshot.rows}
     live = ~table.unscored & (table.label >= 0)
     valid = live & table.valid
     pred, conf = M.top_label(table.P)
     correct = valid & (pred == table.label)
-    structure = np.array([tuple(candidates[r][q]) for r, q in zip(table.request_id, table.question_id)] + [()],
-                         dtype=object)[:-1]
+    if snapshot is not None:  # upstream's "same structure": the same candidate labels
+        candidates = {row.request_id: row.candidates for row in snapshot.rows}
+        structure = [tuple(candidates[r][q]) for r, q in zip(table.request_id, table.question_id)]
+    else:  # without the snapshot: question id and candidate count (the same partition on v0.2)
+        structure = [(q, int(k)) for q, k in zip(table.question_id, table.K)]
     domain, question = table.slices["domain"], table.question_id
     keys = {("ALL", "ALL"): live}
     for q in sorted(set(question[live].tolist())):
@@ -166,7 +168,7 @@ def upstream_metrics(snapshot: Snapshot, table: QuestionTable) -> dict[str, Any]
             continue
         c, hit = conf[rows], correct[rows]
         same = len({structure[i] for i in np.flatnonzero(rows)}) == 1
-        k = len(structure[np.flatnonzero(rows)[0]])
+        k = int(table.K[np.flatnonzero(rows)[0]])
         order = np.argsort(-c)  # upstream: np.argsort(-conf), first round(n/2) kept
         groups[f"{d}/{q}"] = {
             "n": n, "not_valid": int((members & ~valid).sum()),
