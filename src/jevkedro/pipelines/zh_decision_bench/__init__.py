@@ -13,6 +13,12 @@ difficulty, notes, version``. Mapping (family spec §4, §7):
 
 ``official`` is the JevalKit reference-protocol report with a right-closed 15-bin ECE; ``task``
 is the question id (``route``, ``urgency``, ``escalate``, ``scam``). No temperature is refit.
+``official.upstream_metrics`` reproduces what upstream's report publishes per (domain, question),
+(ALL, question) and (ALL, ALL) group, with upstream's own settings: accuracy and ECE with bootstrap
+95% intervals (1,000 resamples of the group's questions, ``numpy.random.default_rng(42)`` afresh per
+group and metric, numpy's linear percentiles), macro AUROC (two candidates: column 1 — ``false``
+for noul — is the positive class; more: one-vs-rest mean; only in groups whose questions share
+their candidates), base-rate gap and accuracy at 50 % coverage.
 """
 
 from __future__ import annotations
@@ -21,8 +27,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from jevkedro.config import PrepareOptions
 from jevkedro.family import Release, check_data_kind, expected_for, family_manifest, make_prepare, wire_question
+from jevkedro.nodes import compare as stats
+from jevkedro.nodes import metrics as M
 from jevkedro.nodes.reference import reference_report
 from jevkedro.nodes.snapshot import PreparedView, Snapshot, SourceFormatError, check_source, read_jsonl
 from jevkedro.nodes.validate import QuestionTable
@@ -113,8 +123,75 @@ def build(release: Release, view: str = "zh_decision_bench") -> PreparedView:
 prepare = make_prepare(FAMILY, VIEWS, read_release, build)
 
 
+UPSTREAM_RESAMPLES, UPSTREAM_SEED = 1000, 42
+
+
+def _upstream_bootstrap(conf: np.ndarray, correct: np.ndarray) -> dict[str, list[float]]:
+    """Upstream's ``bootstrap_ci`` of accuracy and of the right-closed 15-bin ECE: per metric a
+    fresh ``default_rng(42)``, 1,000 draws of ``integers(0, N, N)`` (one call for all draws gives
+    the same stream), ``np.percentile(stats, [2.5, 97.5])``."""
+    n = len(conf)
+    idx = np.random.default_rng(UPSTREAM_SEED).integers(0, n, (UPSTREAM_RESAMPLES, n))
+    acc = correct[idx].mean(axis=1)
+    bins = M._bin_index(conf, 15, right_closed=True)  # (lo, hi]; a confidence of 0 is in no bin
+    cell = (np.arange(UPSTREAM_RESAMPLES)[:, None] * 15 + bins[idx])[bins[idx] >= 0]
+    w_conf, w_hit = conf[idx][bins[idx] >= 0], correct[idx][bins[idx] >= 0].astype(float)
+    gap = np.abs(np.bincount(cell, weights=w_conf, minlength=UPSTREAM_RESAMPLES * 15)
+                 - np.bincount(cell, weights=w_hit, minlength=UPSTREAM_RESAMPLES * 15))
+    ece = gap.reshape(UPSTREAM_RESAMPLES, 15).sum(axis=1) / n
+    return {"accuracy_ci": np.percentile(acc, [2.5, 97.5]).tolist(), "ece_ci": np.percentile(ece, [2.5, 97.5]).tolist()}
+
+
+def upstream_metrics(snapshot: Snapshot | None, table: QuestionTable) -> dict[str, Any]:
+    """Upstream's report groups and figures (module docstring), over the questions with a valid
+    answer — upstream's prediction records; ``not_valid`` counts the questions left out."""
+    live = ~table.unscored & (table.label >= 0)
+    valid = live & table.valid
+    pred, conf = M.top_label(table.P)
+    correct = valid & (pred == table.label)
+    if snapshot is not None:  # upstream's "same structure": the same candidate labels
+        candidates = {row.request_id: row.candidates for row in snapshot.rows}
+        structure = [tuple(candidates[r][q]) for r, q in zip(table.request_id, table.question_id)]
+    else:  # without the snapshot: question id and candidate count (the same partition on v0.2)
+        structure = [(q, int(k)) for q, k in zip(table.question_id, table.K)]
+    domain, question = table.slices["domain"], table.question_id
+    keys = {("ALL", "ALL"): live}
+    for q in sorted(set(question[live].tolist())):
+        keys[("ALL", q)] = live & (question == q)
+        for d in sorted(set(domain[live & (question == q)].tolist())):
+            keys[(d, q)] = live & (question == q) & (domain == d)
+    groups = {}
+    for (d, q), members in keys.items():
+        rows = members & valid
+        n = int(rows.sum())
+        if not n:
+            continue
+        c, hit = conf[rows], correct[rows]
+        same = len({structure[i] for i in np.flatnonzero(rows)}) == 1
+        k = int(table.K[np.flatnonzero(rows)[0]])
+        order = np.argsort(-c)  # upstream: np.argsort(-conf), first round(n/2) kept
+        groups[f"{d}/{q}"] = {
+            "n": n, "not_valid": int((members & ~valid).sum()),
+            "accuracy": float(hit.mean()), "ece": M.ece(c, hit, right_closed=True),
+            **_upstream_bootstrap(c, hit),
+            "brier": float(M.brier(table.P[rows, :k], table.Y[rows, :k]).mean()) if same else None,
+            "nll": float(M.nll(table.P[rows, :k], table.Y[rows, :k]).mean()) if same else None,
+            "auroc_macro": stats.macro_auroc(table.P[rows, :k], table.label[rows]) if same else None,
+            "base_rate_gap": float(abs(c.mean() - hit.mean())), "mean_confidence": float(c.mean()),
+            "coverage_accuracy_50": float(hit[order[: max(1, int(round(0.5 * n)))]].mean()),
+        }
+    return {"settings": {"resamples": UPSTREAM_RESAMPLES, "seed": UPSTREAM_SEED, "unit": "question",
+                         "interval": "numpy percentile [2.5, 97.5], linear", "ece": "15 bins, right-closed",
+                         "auroc": "macro; two candidates: column 1 (noul: false) positive; more: one-vs-rest mean",
+                         "groups": "(domain, question), (ALL, question), (ALL, ALL); mixed-candidate groups: accuracy/ECE only"},
+            "groups": groups}
+
+
 def evaluate(snapshot: Snapshot, table: QuestionTable, predictions: Mapping[str, Any]) -> dict[str, Any]:
-    """``official``: the reference-protocol report, right-closed 15-bin ECE (family spec §7)."""
-    return reference_report(table, OFFICIAL_SLICES, "equal_width_right_closed",
-                            family=FAMILY, release=family_manifest(FAMILY)["upstream"]["release"],
-                            temperature_refit=False)
+    """``official``: the reference-protocol report, right-closed 15-bin ECE (family spec §7), and
+    upstream's own report figures with their intervals (:func:`upstream_metrics`)."""
+    report = reference_report(table, OFFICIAL_SLICES, "equal_width_right_closed",
+                              family=FAMILY, release=family_manifest(FAMILY)["upstream"]["release"],
+                              temperature_refit=False)
+    report["upstream_metrics"] = upstream_metrics(snapshot, table)
+    return report

@@ -1,0 +1,229 @@
+"""Paired comparison of two models on one or more views: ``python -m jevkedro.compare --view VIEW A B``.
+
+Reads what ``kedro run`` wrote for both models (``data/07_model_output/<model>/<view>/predictions.jsonl``,
+the view's snapshot, both ``report.json``), re-validates every answer with the project's own rules
+and compares them question by question on the same snapshot:
+
+- ``metrics.<m>`` for accuracy, NLL, Brier and ECE: ``a``, ``b``, ``diff`` (= A − B), ``ci_low``,
+  ``ci_high`` — a 95% paired percentile bootstrap that resamples whole requests (or the family's
+  groups, e.g. JevBench paraphrase groups; ``resampling`` records unit, count and seed). Accuracy
+  pairs every hard-label question (an answer that is not valid is not correct, as in the report);
+  NLL, Brier and ECE pair the questions valid for both;
+- ``mcnemar``: ``a_only``/``b_only`` (questions only A / only B got right) and the exact two-sided
+  ``p_value``; with several views also ``p_value_bh`` (Benjamini–Hochberg over the views compared);
+- ``by_<slice>``: accuracy differences per slice value with paired intervals;
+- ``flips``: the questions right for A and wrong for B (``a_only``) and the reverse (``b_only``),
+  each with its slices and both answers, so a regression reads item by item.
+
+Writes ``data/08_reporting/compare/<A>__vs__<B>/<VIEW>.json`` with the reliability of both models on
+one chart (``<VIEW>.reliability.png``) and the per-slice differences (``<VIEW>.slices.png``), and prints
+a table. Exit status: 0, or 2 when an input is missing or the runs are not comparable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jevkedro.nodes import compare as stats
+from jevkedro.nodes.infer import PredictionLog
+from jevkedro.nodes.plots import comparison_reliability_figure, figure_png, slice_differences_figure
+from jevkedro.nodes.report import resampling_units
+from jevkedro.nodes.snapshot import atomic_write_bytes, atomic_write_json, load_snapshot
+from jevkedro.nodes.validate import build_question_table
+from jevkedro.registry import VIEWS, family_of
+
+MAX_FLIPS = 500  # per direction, in the JSON (the counts are always complete)
+
+
+class CompareError(Exception):
+    """An input is missing or the two runs cannot be paired; the message says which file and why."""
+
+
+def _report(root: Path, model: str, view: str) -> dict[str, Any]:
+    path = root / "data" / "08_reporting" / model / view / "report.json"
+    if not path.is_file():
+        raise CompareError(f"{path}: no report for model {model!r} on view {view!r}; "
+                           f"run `kedro run --pipelines={view} --params=model.name={model}` first")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _records(root: Path, model: str, view: str) -> dict[str, Any]:
+    path = root / "data" / "07_model_output" / model / view / "predictions.jsonl"
+    if not path.is_file():
+        raise CompareError(f"{path}: no predictions for model {model!r} on view {view!r}")
+    log = PredictionLog(path)
+    try:
+        return log.records
+    finally:
+        log.close()
+
+
+def compare_view(root: Path, view: str, a: str, b: str, resamples: int = stats.RESAMPLES, seed: int = stats.SEED,
+                 max_flips: int = MAX_FLIPS) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The comparison document of one view and the figures' inputs."""
+    family_of(view)  # an unknown view is refused naming the known ones
+    report_a, report_b = _report(root, a, view), _report(root, b, view)
+    snapshot = load_snapshot(root / "data" / "02_snapshots", view)
+    for name, rep in ((a, report_a), (b, report_b)):
+        if rep["snapshot_sha256"] != snapshot.sha256:
+            raise CompareError(f"data/08_reporting/{name}/{view}/report.json was scored on snapshot {rep['snapshot_sha256'][:16]}…, "
+                               f"but data/02_snapshots/{view}.tsv is {snapshot.sha256[:16]}…: rerun both models on one snapshot")
+    table_a = build_question_table(snapshot.rows, _records(root, a, view))
+    table_b = build_question_table(snapshot.rows, _records(root, b, view))
+    units_all, unit_name = resampling_units(snapshot, table_a)
+    keep = ~np.asarray(table_a.unscored, dtype=bool)
+    units = np.asarray(units_all, dtype=object)[keep]
+    ta, tb = stats.terms_of(table_a), stats.terms_of(table_b)
+    hard = ta.hard
+    doc: dict[str, Any] = {
+        "view": view, "a": a, "b": b, "snapshot_sha256": snapshot.sha256, "data": snapshot.data,
+        "model_id": {"a": report_a.get("model_id"), "b": report_b.get("model_id")},
+        "probability_source": {"a": report_a.get("probability_source"), "b": report_b.get("probability_source")},
+        "resampling": {"method": "paired percentile bootstrap", "level": stats.LEVEL, "unit": unit_name,
+                       "units": int(len(set(units.tolist()))), "resamples": resamples, "seed": seed},
+        "metrics": stats.paired_metrics(ta, tb, units, resamples, seed),
+        "mcnemar": stats.mcnemar(ta.correct[hard], tb.correct[hard]),
+    }
+    slices = {name: col[keep] for name, col in table_a.slices.items()}
+    differences = {}
+    for name, column in slices.items():
+        if name == "question" and len(set(column.tolist())) > 50:
+            continue
+        groups = stats.paired_slice_differences(ta, tb, column, units, resamples, seed)
+        if groups:
+            differences[name] = groups
+            doc[f"by_{name}"] = groups
+    doc["flips"] = _flips(snapshot, table_a, table_b, keep, ta, tb, slices, max_flips)
+    if (report_a.get("probability_source") or "native") != (report_b.get("probability_source") or "native"):
+        doc["warning"] = "one model's probabilities are verbalized, the other's native: compare accuracy, not calibration"
+    conf_a, conf_b = ta.conf[ta.ece_rows], tb.conf[tb.ece_rows]
+    figures = {
+        "models": [(a, conf_a, ta.correct[ta.ece_rows], units[ta.ece_rows]), (b, conf_b, tb.correct[tb.ece_rows], units[tb.ece_rows])],
+        "differences": differences,
+    }
+    return doc, figures
+
+
+def _flips(snapshot, table_a, table_b, keep, ta, tb, slices, max_flips: int) -> dict[str, Any]:
+    """Questions right for exactly one of the two models, with slices and both answers."""
+    candidates = {row.request_id: row.candidates for row in snapshot.rows}
+    index = np.flatnonzero(keep)
+
+    def answer(table, t, i, j):
+        if not t.valid[i]:
+            return {"status": str(table.status[j]), "reason": table.reason[j]}
+        cands = candidates[t.request_id[i]][t.question_id[i]]
+        p = table.P[j, : len(cands)]
+        return {"status": "ok", "choice": cands[int(t.pred[i])], "confidence": round(float(p[t.pred[i]]), 6)}
+
+    out: dict[str, Any] = {}
+    for name, mask in (("a_only", ta.correct & ~tb.correct & ta.hard), ("b_only", ~ta.correct & tb.correct & ta.hard)):
+        rows = np.flatnonzero(mask)
+        items = []
+        for i in rows[:max_flips]:
+            j = index[i]
+            cands = candidates[ta.request_id[i]][ta.question_id[i]]
+            items.append({"request_id": ta.request_id[i], "question": ta.question_id[i],
+                          "label": cands[int(table_a.label[j])],
+                          "slices": {k: str(v[i]) for k, v in slices.items() if str(v[i]) != "" and k != "question"},
+                          "a": answer(table_a, ta, i, j), "b": answer(table_b, tb, i, j)})
+        out[name] = {"count": int(len(rows)), "items": items, **({"truncated_to": max_flips} if len(rows) > max_flips else {})}
+    return out
+
+
+def compare(root: Path, views: list[str], a: str, b: str, resamples: int = stats.RESAMPLES, seed: int = stats.SEED,
+            plots: bool = True) -> list[dict[str, Any]]:
+    """Compare A and B on each view; write the JSON (and plots) of each; BH-adjust McNemar over the views."""
+    if a == b:
+        raise CompareError(f"both models are {a!r}: name two different models")
+    docs, figs = [], []
+    for view in views:
+        doc, fig = compare_view(root, view, a, b, resamples, seed)
+        docs.append(doc)
+        figs.append(fig)
+    adjusted = stats.benjamini_hochberg([d["mcnemar"]["p_value"] for d in docs])
+    out_dir = root / "data" / "08_reporting" / "compare" / f"{a}__vs__{b}"
+    for doc, fig, q in zip(docs, figs, adjusted):
+        doc["mcnemar"]["p_value_bh"] = q
+        doc["mcnemar"]["bh_views"] = views
+        atomic_write_json(out_dir / f"{doc['view']}.json", doc)
+        doc["path"] = str((out_dir / f"{doc['view']}.json").relative_to(root))
+        if plots:
+            title = f"{a} vs {b} on {doc['view']}"
+            atomic_write_bytes(out_dir / f"{doc['view']}.reliability.png",
+                               figure_png(comparison_reliability_figure(fig["models"], f"Reliability — {title}")))
+            atomic_write_bytes(out_dir / f"{doc['view']}.slices.png",
+                               figure_png(slice_differences_figure(fig["differences"], a, b, f"Accuracy by slice — {title}")))
+    return docs
+
+
+def _signed(x: float | None, digits: int = 3) -> str:
+    return "—" if x is None else f"{x:+.{digits}f}"
+
+
+def _plain(x: float | None, digits: int = 3) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def format_table(docs: list[dict[str, Any]]) -> list[str]:
+    """The printed comparison: one block per view (fits 100 columns), then one line per view."""
+    lines: list[str] = []
+    for doc in docs:
+        r = doc["resampling"]
+        unit = r["unit"].split(" (")[0]
+        lines.append(f"{doc['view']}: A = {doc['a']}, B = {doc['b']}")
+        lines.append(f"  {r['resamples']} paired resamples of {r['units']} units ({unit}), seed {r['seed']}")
+        lines.append(f"  {'metric':<9}{'A':>9}{'B':>9}{'A − B':>9}   {'95% CI':<19}{'n':>7}")
+        for name in stats.HEADLINE:
+            m = doc["metrics"][name]
+            ci = f"[{_signed(m['ci_low'])}, {_signed(m['ci_high'])}]"
+            lines.append(f"  {name:<9}{_plain(m['a']):>9}{_plain(m['b']):>9}{_signed(m['diff']):>9}   {ci:<19}{m['n']:>7}")
+        mc = doc["mcnemar"]
+        bh = f" (BH-adjusted over {len(docs)} views: {mc['p_value_bh']:.3g})" if len(docs) > 1 else ""
+        lines.append(f"  McNemar: right only for A {mc['a_only']}, only for B {mc['b_only']}, exact p = {mc['p_value']:.3g}{bh}")
+        if doc.get("warning"):
+            lines.append(f"  note: {doc['warning']}")
+        lines.append("  written, with the flips (right for one model only) item by item:")
+        lines.append(f"  {doc['path']}")
+    if len(docs) > 1:
+        lines.append("")
+        lines.append(f"{'view':<28}{'acc A − B':>10}  {'95% CI':<19}{'p':>8}{'p (BH)':>9}")
+        for doc in docs:
+            m, mc = doc["metrics"]["accuracy"], doc["mcnemar"]
+            ci = f"[{_signed(m['ci_low'])}, {_signed(m['ci_high'])}]"
+            lines.append(f"{doc['view'][:27]:<28}{_signed(m['diff']):>10}  {ci:<19}{mc['p_value']:>8.3g}{mc['p_value_bh']:>9.3g}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jevkedro.compare", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("a", help="model A (its model.name)")
+    parser.add_argument("b", help="model B")
+    parser.add_argument("--view", action="append", required=True, choices=VIEWS, metavar="VIEW",
+                        help="a view to compare on (repeat for several; p-values are then BH-adjusted)")
+    parser.add_argument("--root", default=".", help="project root (default: the current folder)")
+    parser.add_argument("--resamples", type=int, default=stats.RESAMPLES)
+    parser.add_argument("--seed", type=int, default=stats.SEED)
+    parser.add_argument("--no-plots", action="store_true", help="write the JSON only")
+    args = parser.parse_args(argv)
+    if args.resamples < 1:
+        parser.error("--resamples must be at least 1")
+    try:
+        docs = compare(Path(args.root), list(dict.fromkeys(args.view)), args.a, args.b, args.resamples, args.seed,
+                       plots=not args.no_plots)
+    except CompareError as exc:
+        print(f"compare: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(format_table(docs)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

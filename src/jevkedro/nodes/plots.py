@@ -1,0 +1,276 @@
+"""Plots of one (model, view) and of a paired comparison: matplotlib figures, saved through the
+catalog (``{view}.plots``, PNG files under ``data/08_reporting/<model>/<view>/``) and logged to the
+view's MLflow run.
+
+Figures are built on :class:`matplotlib.figure.Figure` directly (no pyplot state, so nothing is
+shown and nothing leaks between views; rendering uses the Agg canvas). The numbers come from
+``report.json`` and the per-question judgements (``questions.jsonl``); the smooth calibration curve
+and its band from :mod:`jevkedro.nodes.compare`.
+
+- ``reliability.png`` — 15 equal-width confidence bins (accuracy per bin at its mean confidence,
+  question counts underneath) and the kernel-smoothed calibration curve with a 95% bootstrap band
+  (requests resampled whole), against the diagonal;
+- ``slices.png`` — accuracy per slice value with its 95% interval beside the mean confidence
+  (the gap between them is the calibration error of that slice);
+- ``latency.png`` — the request latency histogram (log scale) with p50/p95/p99;
+- ``risk_coverage.png`` — the error rate when abstaining on the least confident answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from jevkedro.nodes import compare as stats
+from jevkedro.nodes import metrics as M
+from jevkedro.nodes.snapshot import Snapshot
+from jevkedro.registry import family_of
+
+GRID = np.linspace(0.0, 1.0, 101)
+BAND_RESAMPLES = 200
+COLORS = ("#1f77b4", "#d62728")
+MAX_SLICE_PANELS = 4
+MAX_SLICE_VALUES = 12
+
+
+def confidence_and_correct(question_scores: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Top-label confidence, correctness and request id of every valid hard-label answer."""
+    rows = [q for q in question_scores if q.get("status") == "ok" and q.get("label") is not None
+            and q.get("probabilities") and not q.get("unscored")]
+    conf = np.array([max(q["probabilities"]) for q in rows], dtype=float)
+    correct = np.array([bool(q.get("correct")) for q in rows], dtype=bool)
+    rid = np.array([q["request_id"] for q in rows], dtype=object)
+    return conf, correct, rid
+
+
+def units_of(snapshot: Snapshot | None, request_ids: np.ndarray) -> np.ndarray:
+    """The bootstrap unit of each question (the family's group where it has one, else its request)."""
+    if snapshot is None:
+        return request_ids
+    try:
+        unit_of = getattr(family_of(snapshot.view).module(), "resampling_unit", None)
+    except KeyError:  # a view outside the registry: requests
+        return request_ids
+    if unit_of is None:
+        return request_ids
+    by_request = {row.request_id: str(unit_of(row)) for row in snapshot.rows}
+    return np.array([by_request.get(r, r) for r in request_ids], dtype=object)
+
+
+def _title(fig: Figure, text: str) -> None:
+    fig.suptitle(text, fontsize=11, x=0.02, y=0.985, ha="left")
+
+
+def _empty(title: str, why: str) -> Figure:
+    fig = Figure(figsize=(6.4, 2.4), dpi=110)
+    ax = fig.add_subplot()
+    ax.axis("off")
+    ax.text(0.5, 0.5, why, ha="center", va="center", fontsize=11, color="#555555")
+    _title(fig, title)
+    return fig
+
+
+def smooth_curve(conf: np.ndarray, correct: np.ndarray, units: np.ndarray, resamples: int = BAND_RESAMPLES) -> dict[str, Any]:
+    """The smooth calibration curve on :data:`GRID` with its bootstrap band, where questions are."""
+    h = stats.smooth_bandwidth(conf, correct)
+    acc, dens = stats.smooth_calibration(conf, correct, GRID, h)
+    lo, hi = stats.smooth_calibration_band(conf, correct, units, GRID, h, resamples=resamples)
+    # draw only over the confidences the model used (the kernel would extrapolate beyond them)
+    seen = (GRID >= conf.min() - 0.01) & (GRID <= conf.max() + 0.01) if len(conf) else np.zeros(len(GRID), dtype=bool)
+    return {"bandwidth": h, "acc": np.where(seen, acc, np.nan), "lo": np.where(seen, lo, np.nan), "hi": np.where(seen, hi, np.nan),
+            "smooth_ece": stats.smooth_ece(conf, correct, h)}
+
+
+def _reliability_axes(fig: Figure):
+    grid = fig.add_gridspec(2, 1, height_ratios=(3.2, 1), hspace=0.08)
+    ax = fig.add_subplot(grid[0])
+    counts_ax = fig.add_subplot(grid[1], sharex=ax)
+    ax.plot([0, 1], [0, 1], ls="--", color="#888888", lw=1, label="perfect calibration")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("accuracy")
+    ax.tick_params(labelbottom=False)
+    ax.grid(alpha=0.25)
+    counts_ax.set_xlabel("confidence (top-label probability)")
+    counts_ax.set_ylabel("questions")
+    counts_ax.grid(alpha=0.25)
+    return ax, counts_ax
+
+
+def _draw_model(ax, counts_ax, conf, correct, units, color, label, offset=0.0, width=1 / M.ECE_BINS) -> dict[str, Any]:
+    ece, bins = M.ece(conf, correct, return_bins=True)
+    filled = [b for b in bins if b["n"]]
+    curve = smooth_curve(conf, correct, units)
+    ax.fill_between(GRID, curve["lo"], curve["hi"], color=color, alpha=0.18, lw=0)
+    ax.plot(GRID, curve["acc"], color=color, lw=2, label=f"{label} (smooth, 95% band)")
+    sizes = [12 + 60 * np.sqrt(b["n"] / len(conf)) for b in filled]  # area grows with the bin's share
+    ax.scatter([b["confidence"] for b in filled], [b["accuracy"] for b in filled], s=sizes, color=color,
+               edgecolor="white", zorder=3, label=f"{label}: 15 bins, ECE {ece:.3f}")
+    counts_ax.bar([b["lo"] + offset for b in bins], [b["n"] for b in bins], width=width, align="edge", color=color, alpha=0.6)
+    return {"ece": ece, **curve}
+
+
+def reliability_figure(conf: np.ndarray, correct: np.ndarray, units: np.ndarray, title: str,
+                       ece_ci: Sequence[float | None] | None = None) -> Figure:
+    """Reliability diagram of one model on one view (see the module docstring)."""
+    if not len(conf):
+        return _empty(title, "no valid hard-label answer: nothing to calibrate")
+    fig = Figure(figsize=(6.4, 6.4), dpi=110)
+    ax, counts_ax = _reliability_axes(fig)
+    drawn = _draw_model(ax, counts_ax, conf, correct, units, COLORS[0], "model")
+    ci = f" [{ece_ci[0]:.3f}, {ece_ci[1]:.3f}]" if ece_ci and None not in ece_ci[:2] else ""
+    ax.text(0.02, 0.97, f"n = {len(conf)}   accuracy {correct.mean():.3f}   mean confidence {conf.mean():.3f}\n"
+                        f"ECE {drawn['ece']:.3f}{ci}   smooth ECE {drawn['smooth_ece']:.3f} (bandwidth {drawn['bandwidth']:.3f})",
+            transform=ax.transAxes, va="top", fontsize=8.5, bbox={"facecolor": "white", "alpha": 0.85, "lw": 0})
+    ax.legend(loc="lower right", fontsize=8)
+    _title(fig, title)
+    return fig
+
+
+def slices_figure(report: Mapping[str, Any], title: str) -> Figure:
+    """Accuracy (95% interval) and mean confidence per slice value, one panel per slice."""
+    intervals = report.get("intervals") or {}
+    panels = [(k.removeprefix("by_"), v) for k, v in intervals.items()
+              if k.startswith("by_") and isinstance(v, Mapping) and 1 < len(v) <= MAX_SLICE_VALUES]
+    panels.sort(key=lambda p: (p[0] != "type", p[0]))
+    panels = panels[:MAX_SLICE_PANELS]
+    if not panels:
+        return _empty(title, "no slice with 2 to 12 values")
+    heights = [max(1.0, 0.32 * len(v) + 0.6) for _, v in panels]
+    fig = Figure(figsize=(7.2, sum(heights) + 0.8), dpi=110)
+    grid = fig.add_gridspec(len(panels), 1, height_ratios=heights, hspace=0.45)
+    for i, (name, groups) in enumerate(panels):
+        ax = fig.add_subplot(grid[i])
+        labels = list(groups)
+        y = np.arange(len(labels))
+        acc = np.array([groups[v]["accuracy"] if groups[v]["accuracy"] is not None else np.nan for v in labels], dtype=float)
+        lo = np.array([groups[v]["accuracy_ci"][0] if groups[v]["accuracy_ci"][0] is not None else np.nan for v in labels], dtype=float)
+        hi = np.array([groups[v]["accuracy_ci"][1] if groups[v]["accuracy_ci"][1] is not None else np.nan for v in labels], dtype=float)
+        conf = np.array([groups[v]["mean_confidence"] if groups[v].get("mean_confidence") is not None else np.nan for v in labels],
+                        dtype=float)
+        ax.barh(y, acc, color=COLORS[0], alpha=0.75, height=0.6, label="accuracy (95% interval)")
+        ax.errorbar(acc, y, xerr=[np.nan_to_num(acc - lo), np.nan_to_num(hi - acc)], fmt="none", ecolor="black", capsize=3, lw=1)
+        ax.scatter(conf, y, marker="D", color="#ff7f0e", zorder=3, s=22, label="mean confidence")
+        ax.set_yticks(y, [f"{v}  (n={groups[v]['n']})" for v in labels], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlim(0, 1)
+        ax.set_title(name, fontsize=9, loc="left")
+        ax.grid(axis="x", alpha=0.25)
+        if i == 0:
+            ax.legend(fontsize=7.5, loc="lower right")
+    _title(fig, title)
+    return fig
+
+
+def latency_figure(latency: Mapping[str, Any], title: str) -> Figure:
+    """Request latency histogram (log-spaced bins from the report) with p50/p95/p99."""
+    hist = latency.get("histogram")
+    if not hist or not sum(hist["counts"]):
+        return _empty(title, "no latency measured (replayed answers are not timed)")
+    fig = Figure(figsize=(6.4, 3.4), dpi=110)
+    ax = fig.add_subplot()
+    edges = np.array(hist["edges_ms"])
+    ax.stairs(hist["counts"], edges, fill=True, color=COLORS[0], alpha=0.6)
+    ax.set_xscale("log")
+    for p, style in (("p50", "-"), ("p95", "--"), ("p99", ":")):
+        if latency.get(p) is not None:
+            ms = latency[p] * 1000
+            ax.axvline(ms, color="black", ls=style, lw=1)
+            ax.text(ms, ax.get_ylim()[1] * 0.97, f" {p} {ms:.3g} ms", rotation=90, va="top", ha="right", fontsize=8)
+    ax.set_xlabel("latency per request (ms, log scale)")
+    ax.set_ylabel("requests")
+    ax.grid(alpha=0.25)
+    first = latency.get("first")
+    _title(fig, title + (f"   (first request {first * 1000:.3g} ms, not counted)" if first is not None else ""))
+    return fig
+
+
+def risk_coverage_figure(curves: Sequence[tuple[str, np.ndarray, np.ndarray]], title: str) -> Figure:
+    """Risk (error rate among answered) against coverage, abstaining on the least confident first."""
+    fig = Figure(figsize=(6.4, 3.8), dpi=110)
+    ax = fig.add_subplot()
+    for (label, conf, correct), color in zip(curves, COLORS):
+        rc = stats.risk_coverage(conf, correct)
+        if not len(rc["risk"]):
+            continue
+        ax.plot(rc["coverage"], rc["risk"], color=color, lw=2, label=f"{label} (AURC {rc['aurc']:.3f})")
+        ax.axhline(1 - correct.mean(), color=color, lw=0.8, ls=":")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("coverage (share of answers kept, most confident first)")
+    ax.set_ylabel("risk (error rate of kept answers)")
+    ax.grid(alpha=0.25)
+    ax.legend(fontsize=8)
+    _title(fig, title)
+    return fig
+
+
+def view_plots(snapshot: Snapshot | None, report: Mapping[str, Any], question_scores: Sequence[Mapping[str, Any]]) -> dict[str, Figure]:
+    """The figures of one (model, view), keyed by file name."""
+    name = f"{report['model']} on {report['view']}"
+    conf, correct, rid = confidence_and_correct(question_scores)
+    units = units_of(snapshot, rid)
+    ece_ci = ((report.get("intervals") or {}).get("overall") or {}).get("ece")
+    return {
+        "reliability.png": reliability_figure(conf, correct, units, f"Reliability — {name}", ece_ci),
+        "slices.png": slices_figure(report, f"Accuracy and confidence per slice — {name}"),
+        "latency.png": latency_figure(report.get("latency") or {}, f"Latency — {name}"),
+        "risk_coverage.png": risk_coverage_figure([("model", conf, correct)], f"Risk–coverage — {name}")
+        if len(conf) else _empty(f"Risk–coverage — {name}", "no valid hard-label answer"),
+    }
+
+
+def plot_view(snapshot: Snapshot, report: dict, question_scores: list) -> dict[str, Figure]:
+    """The template pipeline's ``plot`` node: :func:`view_plots` of the scored view."""
+    return view_plots(snapshot, report, question_scores)
+
+
+# -- comparisons --------------------------------------------------------------------------------------
+
+def comparison_reliability_figure(models: Sequence[tuple[str, np.ndarray, np.ndarray, np.ndarray]], title: str) -> Figure:
+    """Both models' reliability (smooth curves with bands, binned points, counts) on one chart."""
+    fig = Figure(figsize=(6.8, 6.6), dpi=110)
+    ax, counts_ax = _reliability_axes(fig)
+    width = 1 / M.ECE_BINS / len(models)
+    for i, ((label, conf, correct, units), color) in enumerate(zip(models, COLORS)):
+        if len(conf):
+            _draw_model(ax, counts_ax, conf, correct, units, color, label, offset=i * width, width=width)
+    ax.legend(loc="lower right", fontsize=7.5)
+    _title(fig, title)
+    return fig
+
+
+def slice_differences_figure(differences: Mapping[str, Mapping[str, Mapping[str, Any]]], a: str, b: str, title: str) -> Figure:
+    """Per-slice accuracy differences (A − B) with paired 95% intervals (a forest plot)."""
+    rows = [(f"{name}: {value}", d) for name, groups in differences.items() if len(groups) <= MAX_SLICE_VALUES
+            for value, d in groups.items()]
+    if not rows:
+        return _empty(title, "no slice with at most 12 values")
+    fig = Figure(figsize=(7.2, 0.28 * len(rows) + 1.6), dpi=110)
+    ax = fig.add_subplot()
+    y = np.arange(len(rows))
+    diff = np.array([d["diff"] for _, d in rows], dtype=float)
+    lo = np.array([d["ci_low"] if d["ci_low"] is not None else np.nan for _, d in rows], dtype=float)
+    hi = np.array([d["ci_high"] if d["ci_high"] is not None else np.nan for _, d in rows], dtype=float)
+    colors = [COLORS[0] if lo_ > 0 else COLORS[1] if hi_ < 0 else "#555555" for lo_, hi_ in zip(lo, hi)]
+    ax.errorbar(diff, y, xerr=[np.nan_to_num(diff - lo), np.nan_to_num(hi - diff)], fmt="none", ecolor="#333333", capsize=3, lw=1)
+    ax.scatter(diff, y, c=colors, zorder=3, s=28)
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_yticks(y, [f"{label}  (n={d['n']})" for label, d in rows], fontsize=7.5)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"accuracy difference {a} − {b} (paired 95% interval)")
+    ax.grid(axis="x", alpha=0.25)
+    _title(fig, title)
+    return fig
+
+
+def figure_png(fig: Figure) -> bytes:
+    """The figure as PNG bytes (Agg canvas)."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    return buf.getvalue()
