@@ -147,9 +147,10 @@ class TrackViewRuns:
     failed views and runs a killed process left open, print each view's summary line, and fail the
     run at its end when a view misses a regression gate.
 
-    The tracking store is ``mlflow.yml``'s ``server.mlflow_tracking_uri`` (kedro-mlflow's own
-    per-``kedro run`` parent run is disabled in ``settings.py``: the view runs carry the command,
-    the params and the results themselves; see :mod:`jevkedro.nodes.tracking` for the layout).
+    The tracking store is ``mlflow.yml``'s ``server.mlflow_tracking_uri``. kedro-mlflow records the
+    ``kedro run`` itself in the experiment ``jevkedro``; the view runs are written with this hook's
+    own client, never nested under it, and carry the command, the params and the results themselves
+    (see :mod:`jevkedro.nodes.tracking` for the layout).
     What is logged is the pure :func:`jevkedro.nodes.tracking.view_run` of the report, the official
     report, the snapshot manifest and the plots. Waiting for every output to be saved means a run
     in MLflow always has its files on disk.

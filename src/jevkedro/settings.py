@@ -16,8 +16,7 @@ CONFIG_LOADER_ARGS = {
 # logged to MLflow once its outputs are saved.
 HOOKS = (CheckSettings(), ModelKeysFromCredentials(), TrackViewRuns())
 
-# kedro-mlflow's hooks are off: they would open a parent run per `kedro run` (named after the
-# pipeline, holding the model settings as one long string) that hides the per-(model, view) runs
-# users compare. TrackViewRuns sets the store from conf/base/mlflow.yml itself; `kedro mlflow ui`
-# still works. See src/jevkedro/nodes/tracking.py for the layout.
-DISABLE_HOOKS_FOR_PLUGINS = ("kedro-mlflow", "kedro_mlflow")
+# kedro-mlflow (conf/base/mlflow.yml) records each `kedro run` in the experiment `jevkedro` (run named
+# after the pipeline, the flattened parameters as params); TrackViewRuns records one run per
+# (model, view) in the experiment `jevkedro/<view>`, with its own client, never nested, so a view's
+# runs list is its leaderboard. See src/jevkedro/nodes/tracking.py for the layout.

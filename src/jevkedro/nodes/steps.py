@@ -8,6 +8,8 @@ node: :class:`jevkedro.hooks.TrackViewRuns` logs each view once its outputs are 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from jevkedro.config import ModelSettings, gates_for, parse_gates
 from jevkedro.family import Release, pinned_snapshot_sha256
@@ -37,13 +39,17 @@ def verify_snapshot(snapshot: Snapshot) -> Snapshot:
     return verified
 
 
-def infer(snapshot: Snapshot, prediction_log: PredictionLog, model: ModelSettings) -> PredictionLog:
+# ``model`` arrives as the flat ``params:model`` mapping (checked before any node by
+# hooks.CheckSettings) and is typed here: kedro-mlflow then logs it as flat ``model.*`` params.
+
+
+def infer(snapshot: Snapshot, prediction_log: PredictionLog, model: Mapping[str, Any]) -> PredictionLog:
     """Ask the configured model every request the predictions log has no final answer for."""
     return _infer.infer(snapshot, prediction_log, model)
 
 
 def score(snapshot: Snapshot, predictions: PredictionLog,
-          model: ModelSettings, gates: dict | None = None) -> tuple[dict, dict | None, list]:
+          model: Mapping[str, Any], gates: dict | None = None) -> tuple[dict, dict | None, list]:
     """Validate every answer, compute the generic metrics and the family's ``official`` report,
     and check the view's regression gates (``report["gates"]``; the run fails at its end when one
     is not met); also returns the per-question judgements (status, reason, normalised probabilities)."""
