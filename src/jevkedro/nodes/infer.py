@@ -41,31 +41,39 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import msgspec
 from tqdm.auto import tqdm
 
 from jevkedro.models import Adapter, AdapterResult, StopRun, make_adapter
+from jevkedro.nodes.jsonparse import JSONTextError, parse_json
 from jevkedro.nodes.snapshot import Snapshot, atomic_write_bytes, atomic_writer
 
 log = logging.getLogger(__name__)
 
 FINAL_STATUSES = {"ok", "unsupported"}
+RECORD_STATUSES = ("ok", "unsupported", "error", "unattempted")
 FSYNC_POLICIES = ("always", "interval", "never")
+SCORING_BATCH = 8192  # records decoded per run of log lines while scoring
+_FIX_LINE = ("the log is written by jevkedro one record per line; fix or delete that line "
+             "(a deleted line's request is asked again) or delete the log to start afresh")
 
 
 class PredictionLogError(ValueError):
-    """A predictions log line that is not a record (names file and line)."""
+    """A predictions log line that is not a record, or a damaged ``run.json`` (names the file,
+    the line and what to do)."""
 
 
 class LogEntry(NamedTuple):
@@ -80,27 +88,67 @@ class LogEntry(NamedTuple):
     length: int
 
 
-def _entry(record: Mapping[str, Any], offset: int, length: int) -> LogEntry:
-    status, sha = record.get("status"), record.get("snapshot_sha256")
+class _IndexFields(msgspec.Struct):
+    """The fields of a record the index keeps; the rest of the line is skipped while decoding."""
+
+    request_id: Any = msgspec.UNSET
+    status: Any = msgspec.UNSET
+    snapshot_sha256: Any = None
+    cost_usd: Any = None
+
+
+_INDEX_DECODER = msgspec.json.Decoder(_IndexFields)
+
+
+def _entry(record: Mapping[str, Any] | _IndexFields, offset: int, length: int) -> LogEntry:
+    if isinstance(record, _IndexFields):
+        status, sha, cost = record.status, record.snapshot_sha256, record.cost_usd
+    else:
+        status, sha, cost = record.get("status"), record.get("snapshot_sha256"), record.get("cost_usd")
     return LogEntry(sys.intern(status) if isinstance(status, str) else status,
-                    sys.intern(sha) if isinstance(sha, str) else sha,
-                    record.get("cost_usd"), offset, length)
+                    sys.intern(sha) if isinstance(sha, str) else sha, cost, offset, length)
+
+
+def _problem(request_id: Any, status: Any) -> str | None:
+    """What makes decoded fields not a prediction record (None: they are one)."""
+    if request_id is msgspec.UNSET:
+        return "no request_id"
+    if not isinstance(request_id, str):
+        return f"request_id is {type(request_id).__name__}, not a string"
+    if status is msgspec.UNSET:
+        return "no status (a record without one would silently be asked again)"
+    if status not in RECORD_STATUSES:
+        return f"status {status!r} is not one of {', '.join(RECORD_STATUSES)}"
+    return None
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with integers beyond the double range as ±infinity (``jsonparse`` reads them so),
+    for records a local adapter filled with Python ints too long for ``json.dumps``."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 1024:
+        return math.inf if value > 0 else -math.inf
+    return value
 
 
 class PredictionLog:
     """Append-only JSONL of prediction records for one (model, view), tolerant of a torn tail.
 
     Memory stays flat however many requests a view has: while answers are appended only the small
-    :class:`LogEntry` index is kept per request; the full records are read back from the file on
-    first use of :attr:`records` (scoring needs them all), and :meth:`compact` copies lines from
-    the old file to the new one without holding them.
+    :class:`LogEntry` index is kept per request; :attr:`records` reads a record from the file when
+    it is asked for (scoring decodes them all straight from the log's bytes, see
+    :class:`LogRecords`), and :meth:`compact` copies lines from the old file to the new one without
+    holding them. Every line is checked when the log is opened: a line that is not a record (not
+    JSON, no ``request_id``, no or an unknown ``status``) is refused naming file and line.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.meta_path = self.path.with_name("run.json")
         self.index: dict[str, LogEntry] = {}
-        self._records: dict[str, dict[str, Any]] | None = None
         self._fh = None
         self.fsync_policy = "interval"
         self.fsync_interval_s = 1.0
@@ -118,25 +166,44 @@ class PredictionLog:
             raise ValueError(f"model.fsync must be one of {FSYNC_POLICIES}, got {fsync!r}")
         self.fsync_policy, self.fsync_interval_s = fsync, float(fsync_interval_s)
 
-    def _parse(self, line: bytes, lineno: int | str) -> dict[str, Any]:
+    def _refuse(self, where: int | str, why: str) -> PredictionLogError:
+        return PredictionLogError(f"{self.path}:{where}: not a prediction record: {why}; {_FIX_LINE}")
+
+    def _parse(self, line: bytes, where: int | str) -> dict[str, Any]:
+        """A whole record, read exactly (:func:`~jevkedro.nodes.jsonparse.parse_json`)."""
         try:
-            rec = json.loads(line)
-            if not isinstance(rec["request_id"], str):
-                raise TypeError("request_id is not a string")
-        except (ValueError, KeyError, TypeError) as exc:
-            raise PredictionLogError(f"{self.path}:{lineno}: not a prediction record ({exc})") from None
+            rec = parse_json(line).value
+        except JSONTextError as exc:
+            raise self._refuse(where, f"not valid JSON ({exc.within_line()})") from None
+        if not isinstance(rec, dict):
+            raise self._refuse(where, f"a JSON {type(rec).__name__}, not an object")
+        why = _problem(rec.get("request_id", msgspec.UNSET), rec.get("status", msgspec.UNSET))
+        if why:
+            raise self._refuse(where, why)
         return rec
+
+    def _fields(self, line: bytes, lineno: int) -> _IndexFields:
+        try:
+            fields = _INDEX_DECODER.decode(line)
+        except (msgspec.DecodeError, RecursionError):  # NaN literals, oversized numbers, not an object...
+            rec = self._parse(line, lineno)
+            return _IndexFields(rec["request_id"], rec["status"], rec.get("snapshot_sha256"), rec.get("cost_usd"))
+        why = _problem(fields.request_id, fields.status)
+        if why:
+            raise self._refuse(lineno, why)
+        return fields
 
     def _scan(self) -> None:
         """Index every line (later lines win); cut off a torn last line left by a killed run."""
         offset = 0
+        index = self.index
         with open(self.path, "rb") as fh:
             for lineno, line in enumerate(fh, start=1):
                 if not line.endswith(b"\n"):
                     break  # only the last line can lack its newline: a write cut short
                 if line.strip():
-                    rec = self._parse(line, lineno)
-                    self.index[rec["request_id"]] = _entry(rec, offset, len(line))
+                    fields = self._fields(line, lineno)
+                    index[fields.request_id] = _entry(fields, offset, len(line))
                 offset += len(line)
         size = self.path.stat().st_size
         if offset < size:  # drop it before appending, so the next line starts on its own
@@ -144,25 +211,36 @@ class PredictionLog:
             with open(self.path, "r+b") as fh:
                 fh.truncate(offset)
 
+    def line_number(self, offset: int) -> int:
+        """The 1-based line at byte ``offset`` (for messages; counts the newlines before it)."""
+        with open(self.path, "rb") as fh:
+            return fh.read(offset).count(b"\n") + 1
+
+    def read_line(self, entry: LogEntry) -> bytes:
+        with open(self.path, "rb") as fh:
+            return os.pread(fh.fileno(), entry.length, entry.offset)
+
     @property
-    def records(self) -> dict[str, dict[str, Any]]:
-        """Every request's latest record by request id, in log order (read from the file once)."""
-        if self._records is None:
-            if self._fh is not None:
-                self._fh.flush()
-            records: dict[str, dict[str, Any]] = {}
-            if self.index:
-                with open(self.path, "rb") as fh:
-                    for rid, entry in self.index.items():
-                        fh.seek(entry.offset)
-                        records[rid] = self._parse(fh.read(entry.length), f"byte {entry.offset}")
-            self._records = records
-        return self._records
+    def records(self) -> LogRecords:
+        """Every request's latest record by request id, in log order (a mapping read from the
+        file on access: nothing is held in memory)."""
+        return LogRecords(self)
 
     def meta(self) -> dict[str, Any] | None:
-        if self.meta_path.is_file():
-            return json.loads(self.meta_path.read_text(encoding="utf-8"))
-        return None
+        """The run's identity and settings (``run.json``), or None when there is none."""
+        if not self.meta_path.is_file():
+            return None
+        try:
+            meta = json.loads(self.meta_path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            where = f"line {exc.lineno} column {exc.colno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+            raise PredictionLogError(
+                f"{self.meta_path}: damaged or truncated ({where}); it records which model and settings wrote "
+                f"{self.path.name}: delete both files to ask every request afresh") from None
+        if not isinstance(meta, dict):
+            raise PredictionLogError(f"{self.meta_path}: expected a JSON object, got {type(meta).__name__}; "
+                                     f"delete it together with {self.path.name} to ask every request afresh")
+        return meta
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         atomic_write_bytes(self.meta_path, (json.dumps(meta, indent=2) + "\n").encode("utf-8"))
@@ -170,7 +248,6 @@ class PredictionLog:
     def reset(self) -> None:
         self.close()
         self.index.clear()
-        self._records = None
         self.path.unlink(missing_ok=True)
         shutil.rmtree(self.shards_dir, ignore_errors=True)
 
@@ -179,10 +256,17 @@ class PredictionLog:
                 if e.status in FINAL_STATUSES and e.snapshot_sha256 == snapshot_sha256}
 
     def append(self, record: dict[str, Any]) -> None:
+        why = _problem(record.get("request_id", msgspec.UNSET), record.get("status", msgspec.UNSET))
+        if why:  # never write a line the log would refuse when it is read back
+            raise PredictionLogError(f"{self.path}: refusing to append a record with {why}")
         if self._fh is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = open(self.path, "ab")
-        data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+        try:
+            text = json.dumps(record, ensure_ascii=False)
+        except ValueError:  # an integer past Python's digit limit: written as the reader reads it
+            text = json.dumps(_json_safe(record), ensure_ascii=False)
+        data = (text + "\n").encode("utf-8", errors="surrogatepass")
         offset = self._fh.tell()
         # One write per complete line: a kill leaves whole lines plus at most one torn tail.
         self._fh.write(data)
@@ -193,8 +277,6 @@ class PredictionLog:
             os.fsync(self._fh.fileno())
             self._last_sync = now
         self.index[record["request_id"]] = _entry(record, offset, len(data))
-        if self._records is not None:
-            self._records[record["request_id"]] = record
 
     def sync(self) -> None:
         if self._fh is not None:
@@ -209,28 +291,126 @@ class PredictionLog:
 
     def compact(self, order: list[str]) -> None:
         """Rewrite atomically: one line per request (its latest), in ``order``; requests not in
-        ``order`` are dropped. Lines are copied byte for byte from the old file, one at a time."""
+        ``order`` are dropped. Lines are copied byte for byte from the old file, in runs of
+        adjacent lines (one read per run), so memory stays flat."""
         self.close()
         index: dict[str, LogEntry] = {}
         with ExitStack() as stack:
             src = stack.enter_context(open(self.path, "rb")) if self.index else None
             dst = stack.enter_context(atomic_writer(self.path))
             pos = 0
+            run_start = run_end = 0
+            run_ids: list[tuple[str, LogEntry]] = []
+
+            def flush_run() -> None:
+                nonlocal pos
+                if not run_ids:
+                    return
+                data = os.pread(src.fileno(), run_end - run_start, run_start)
+                if len(data) != run_end - run_start or not data.endswith(b"\n"):
+                    rid, entry = run_ids[-1]
+                    raise PredictionLogError(f"{self.path}: changed while it was being compacted "
+                                             f"(line of {rid} at byte {entry.offset})")
+                dst.write(data)
+                for rid, entry in run_ids:
+                    index[rid] = entry._replace(offset=pos)
+                    pos += entry.length
+                run_ids.clear()
+
             for rid in order:
                 entry = self.index.get(rid)
                 if entry is None:
                     continue
-                src.seek(entry.offset)
-                line = src.read(entry.length)
-                if len(line) != entry.length or not line.endswith(b"\n"):
-                    raise PredictionLogError(f"{self.path}: changed while it was being compacted "
-                                             f"(line of {rid} at byte {entry.offset})")
-                dst.write(line)
-                index[rid] = entry._replace(offset=pos)
-                pos += entry.length
+                if run_ids and (entry.offset != run_end or run_end - run_start >= COMPACT_RUN_BYTES):
+                    flush_run()
+                if not run_ids:
+                    run_start = run_end = entry.offset
+                run_ids.append((rid, entry))
+                run_end += entry.length
+            flush_run()
         self.index = index
-        if self._records is not None:
-            self._records = {rid: self._records[rid] for rid in index}
+
+
+COMPACT_RUN_BYTES = 1 << 22  # at most this much of the log is held while compacting
+
+
+class LogRecords(Mapping[str, dict[str, Any]]):
+    """The records of a :class:`PredictionLog` by request id, in log order, read on access.
+
+    ``records[rid]`` parses that request's line (:func:`~jevkedro.nodes.jsonparse.parse_json`);
+    :meth:`scoring_items` is how scoring reads them all: runs of adjacent lines are read at once
+    and decoded by msgspec into typed records (:class:`~jevkedro.nodes.fast_validate.Record`),
+    with no dict made per record.
+    """
+
+    def __init__(self, plog: PredictionLog) -> None:
+        self._plog = plog
+
+    def __getitem__(self, rid: str) -> dict[str, Any]:
+        entry = self._plog.index[rid]
+        line = self._plog.read_line(entry)
+        if len(line) != entry.length:
+            raise PredictionLogError(f"{self._plog.path}: changed since it was opened (line of {rid!r})")
+        try:
+            return self._plog._parse(line, f"byte {entry.offset}")
+        except PredictionLogError:  # every line was checked when the log was opened
+            raise self._plog._refuse(self._plog.line_number(entry.offset), "changed since the log was opened") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._plog.index))
+
+    def __len__(self) -> int:
+        return len(self._plog.index)
+
+    def __contains__(self, rid: object) -> bool:
+        return rid in self._plog.index
+
+    def scoring_items(self) -> Iterator[list[tuple[str, Any, Any]]]:
+        """Batches of ``(request id, typed record or None, JSON line)`` in log order (see
+        :func:`jevkedro.nodes.fast_validate.judge_view`)."""
+        from jevkedro.nodes.fast_validate import RECORD_DECODER
+
+        entries = list(self._plog.index.items())
+        if not entries:
+            return
+        with open(self._plog.path, "rb") as fh:
+            fd = fh.fileno()
+            for b in range(0, len(entries), SCORING_BATCH):
+                chunk = entries[b: b + SCORING_BATCH]
+                lines = _read_lines(fd, [e for _, e in chunk])
+                try:
+                    typed = RECORD_DECODER.decode_lines(b"".join(lines))
+                    if len(typed) != len(lines):
+                        raise ValueError("line count")
+                except (msgspec.DecodeError, ValueError, RecursionError):
+                    typed = [_typed_or_none(RECORD_DECODER, line) for line in lines]
+                yield [(rid, rec, line) for (rid, _), rec, line in zip(chunk, typed, lines)]
+
+
+def _typed_or_none(decoder: Any, line: bytes) -> Any:
+    try:
+        return decoder.decode(line)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+
+
+def _read_lines(fd: int, entries: list[LogEntry]) -> list[bytes]:
+    """The lines at ``entries``, reading each run of adjacent lines with one ``pread``."""
+    out: list[bytes] = []
+    i = 0
+    while i < len(entries):
+        j, end = i, entries[i].offset
+        while j < len(entries) and entries[j].offset == end:
+            end += entries[j].length
+            j += 1
+        start = entries[i].offset
+        data = os.pread(fd, end - start, start)
+        pos = 0
+        for e in entries[i:j]:
+            out.append(data[pos: pos + e.length])
+            pos += e.length
+        i = j
+    return out
 
 
 # -- settings -----------------------------------------------------------------------------------
@@ -639,7 +819,7 @@ def run_inference(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog,
         plog.compact(order)
     summary = {"asked": asked, "reused": reused, "stopped": stopped, **summarize(plog.index.values()),
                "identity": identity}
-    plog.write_meta({**meta, "last_run": {k: v for k, v in summary.items() if k != "identity"}})
+    plog.write_meta({**meta, **adapter.run_notes(order), "last_run": {k: v for k, v in summary.items() if k != "identity"}})
     return summary
 
 

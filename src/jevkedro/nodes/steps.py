@@ -49,7 +49,7 @@ def score(snapshot: Snapshot, predictions: PredictionLog, model: dict[str, Any])
     """Validate every answer, compute the generic metrics and the family's ``official`` report;
     also returns the per-question judgements (status, reason, normalised probabilities)."""
     records = predictions.records
-    table = build_question_table(snapshot.rows, records)
+    table = build_question_table(snapshot, records)
     module = family_of(snapshot.view).module()
     official = module.evaluate(snapshot, table, records, None) if hasattr(module, "evaluate") else None
     report = build_report(snapshot, table, records, model, predictions.meta(), official)

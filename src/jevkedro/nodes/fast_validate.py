@@ -1,0 +1,447 @@
+"""The fast path of answer validation: a whole view judged with typed decoding and numpy.
+
+:func:`judge_view` gives the same statuses, reasons and probabilities as the reference rules of
+:mod:`jevkedro.nodes.validate` (:func:`~jevkedro.nodes.validate.judge_request` on every request),
+without walking each answer through them:
+
+1. Each prediction record is decoded by msgspec straight into typed structs holding only what
+   validation reads (``status``, ``error``, the answers' ``type``/``noul``/``probabilities``/
+   ``choice``); probabilities are guaranteed to be floats by the decoder, so booleans, strings,
+   nulls, nested junk, numbers beyond the double range and ``NaN`` literals fail the typed
+   decoding instead of being checked one by one. Records read from a predictions log are
+   decoded from the log's bytes, a line at a time in runs (no dict per record).
+2. Answers of canonical shape — the declared type right, every candidate present in candidate
+   order (or in another order, remapped) — are grouped by candidate count ``K`` and checked as
+   ``(n, K)`` matrices: every value in [0, 1], row sum within the tolerance (row sums of a
+   ``(n, K)`` matrix are bitwise the sums the reference takes of each answer). Those pass
+   (normalised) or are rejected for their sum, with the reference's reason text.
+3. Everything else is judged by the reference on the generic record: requests whose record did
+   not decode typed, that carry unsupported questions or repeated keys, list-shaped bodies that
+   repeat an id, and answers that are missing keys, keyed by level names, out of range, of a
+   foreign type, with a foreign choice, ... The fast path never rejects on its own except for a
+   sum, so the reference decides every other rejection and writes its reason.
+
+``tests/test_fast_validate.py`` checks that both agree on random and adversarial answers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import chain
+from operator import attrgetter
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from jevkedro.nodes.jsonparse import parse_json
+from jevkedro.nodes.layout import QuestionLayout
+from jevkedro.nodes.validate import (
+    NO_ANSWER,
+    QuestionRecords,
+    answers_by_question,
+    judge_request,
+    sum_reason,
+    validate_answer,
+)
+from jevkedro.protocol import SnapshotRow
+
+BATCH_REQUESTS = 8192
+
+
+# -- typed records ---------------------------------------------------------------------------------
+
+class Answer(msgspec.Struct):
+    """What validation reads of one answer; anything else in it is skipped while decoding."""
+
+    type: str | None = None
+    noul: float | None = None
+    probabilities: dict[str, float] | None = None
+    choice: str | None | msgspec.UnsetType = msgspec.UNSET
+
+
+class ListAnswer(Answer):
+    """An entry of a list-shaped ``/decide`` body (matched to its question by ``id``)."""
+
+    id: Any = None
+
+
+class Response(msgspec.Struct):
+    answers: dict[str, Answer] | list[ListAnswer] | None = None
+
+
+class RecordMeta(msgspec.Struct):
+    duplicate_keys: Any = None
+
+
+class Record(msgspec.Struct):
+    """A prediction record as scoring reads it (the report's request-level fields included)."""
+
+    request_id: Any = None
+    status: Any = msgspec.UNSET  # judged as the reference does: a record without one is unattempted
+    response: Response | None = None
+    error: Any = None
+    unsupported_questions: Any = None
+    meta: RecordMeta | None = None
+    latency_s: Any = None
+    first: Any = None
+    cost_usd: Any = None
+    model: Any = None
+
+
+RECORD_DECODER = msgspec.json.Decoder(Record)
+_TYPED_ERRORS = (msgspec.ValidationError, msgspec.DecodeError, TypeError, ValueError, RecursionError, OverflowError)
+
+
+def typed_record(record: Any) -> Record | None:
+    """A record given as Python objects, typed (None when it does not fit the typed shape)."""
+    try:
+        return msgspec.convert(record, Record)
+    except _TYPED_ERRORS:
+        return None
+
+
+# One prediction as the view judge consumes it: (request id, typed record or None, the record as
+# generic objects or as its JSON line).
+Item = tuple[str, "Record | None", Any]
+
+
+def mapping_items(predictions: Mapping[str, Mapping[str, Any]]) -> Iterator[list[Item]]:
+    """Batches of items of a plain mapping of records (typed by conversion)."""
+    batch: list[Item] = []
+    for rid, rec in predictions.items():
+        batch.append((rid, typed_record(rec) if isinstance(rec, Mapping) else None, rec))
+        if len(batch) >= BATCH_REQUESTS:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+# -- request-level columns for the report ----------------------------------------------------------
+
+@dataclass
+class RequestColumns:
+    """Request-level fields of every record judged (in the predictions' own order), for the report:
+    status, latency, first-request flag, cost and resolved model; ``unattempted`` counts the
+    snapshot requests without an attempted record (none, or status ``unattempted``)."""
+
+    status: list[Any] = field(default_factory=list)
+    latency_s: list[Any] = field(default_factory=list)
+    first: list[Any] = field(default_factory=list)
+    cost_usd: list[Any] = field(default_factory=list)
+    model: list[Any] = field(default_factory=list)
+    unattempted: int = 0
+
+    def add(self, status: Any, latency_s: Any, first: Any, cost_usd: Any, model: Any) -> None:
+        self.status.append(status)
+        self.latency_s.append(latency_s)
+        self.first.append(first)
+        self.cost_usd.append(cost_usd)
+        self.model.append(model)
+
+    def add_generic(self, rec: Any) -> None:
+        rec = rec if isinstance(rec, Mapping) else {}
+        self.add(rec.get("status"), rec.get("latency_s"), rec.get("first"), rec.get("cost_usd"), rec.get("model"))
+
+    @classmethod
+    def of(cls, predictions: Mapping[str, Mapping[str, Any]], request_ids: Iterable[str]) -> RequestColumns:
+        cols = cls()
+        for rec in predictions.values():
+            cols.add_generic(rec)
+        cols.unattempted = sum(1 for rid in request_ids
+                               if (predictions.get(rid) or {}).get("status", "unattempted") == "unattempted")
+        return cols
+
+
+# -- the view --------------------------------------------------------------------------------------
+
+@dataclass
+class JudgedView:
+    P: np.ndarray
+    status: np.ndarray
+    reason: list[Any]
+    requests: RequestColumns
+
+
+def judge_view(layout: QuestionLayout, rows: Sequence[SnapshotRow], predictions: Any, tolerance: float) -> JudgedView:
+    """Judge every question of the view laid out by ``layout`` (see the module docstring).
+
+    ``predictions``: a mapping of records by request id, or anything with ``scoring_items()``
+    (a predictions log's records) yielding batches of :data:`Item`.
+    """
+    n = len(layout)
+    out = _Out(np.zeros((n, layout.kmax)), np.full(n, "unattempted", dtype=object), [None] * n)
+    cols = RequestColumns()
+    attempted = np.zeros(len(layout.request_ids), dtype=bool)
+    batches = predictions.scoring_items() if hasattr(predictions, "scoring_items") else mapping_items(predictions)
+    for batch in batches:
+        _judge_batch(layout, rows, batch, tolerance, out, cols, attempted)
+    cols.unattempted = int((~attempted).sum())
+    return JudgedView(out.P, out.status, out.reason, cols)
+
+
+@dataclass
+class _Out:
+    P: np.ndarray
+    status: np.ndarray
+    reason: list[Any]
+
+    def invalid(self, g: int, reason: Any) -> None:
+        self.status[g] = "invalid"
+        self.reason[g] = reason
+
+    def verdicts(self, start: int, verdicts: list) -> None:
+        for j, (st, p, why) in enumerate(verdicts):
+            self.status[start + j] = st
+            self.reason[start + j] = why
+            if p is not None:
+                self.P[start + j, : len(p)] = p
+
+
+def _generic(raw: Any) -> Any:
+    """The record as generic objects: a JSON line is read by the exact parser."""
+    return parse_json(raw).value if isinstance(raw, (bytes, bytearray, memoryview)) else raw
+
+
+def _judge_batch(layout: QuestionLayout, rows: Sequence[SnapshotRow], batch: list[Item], tol: float, out: _Out,
+                 cols: RequestColumns, attempted: np.ndarray) -> None:
+    position, q_start, question_ids = layout.position, layout.q_start, layout.question_ids
+    ranges: list[tuple[int, int]] = []  # questions judged on the fast path, by request
+    answers: list[Any] = []
+    list_ranges: list[tuple[int, int]] = []
+    slow: list[tuple[int, Any]] = []  # whole requests for the reference
+    raw_of: dict[int, Any] = {}
+    for rid, rec, raw in batch:
+        if rec is None:
+            generic = _generic(raw)
+            cols.add_generic(generic)
+            r = position.get(rid)
+            if r is not None:
+                status = generic.get("status", "unattempted") if isinstance(generic, Mapping) else "unattempted"
+                attempted[r] = status != "unattempted"
+                slow.append((r, generic))
+            continue
+        status = "unattempted" if rec.status is msgspec.UNSET else rec.status
+        cols.add(None if rec.status is msgspec.UNSET else status, rec.latency_s, rec.first, rec.cost_usd, rec.model)
+        r = position.get(rid)
+        if r is None:
+            continue  # a record for a request the snapshot does not have
+        attempted[r] = status != "unattempted"
+        qs, qe = int(q_start[r]), int(q_start[r + 1])
+        if not isinstance(status, str):  # not a status at all: the reference says what it makes of it
+            slow.append((r, raw))
+            continue
+        if status != "ok":
+            out.status[qs:qe] = status
+            if rec.error is not None:
+                out.reason[qs:qe] = [rec.error] * (qe - qs)
+            continue
+        if rec.unsupported_questions or (rec.meta is not None and rec.meta.duplicate_keys):
+            slow.append((r, raw))
+            continue
+        body = rec.response.answers if rec.response is not None else None
+        if body is None:
+            amap: Mapping[str, Any] = {}
+        elif type(body) is dict:
+            amap = body
+        else:  # list-shaped: by id; an id answered twice is for the reference to reject
+            amap = {a.id: a for a in body if isinstance(a.id, str)}
+            if len(amap) != sum(1 for a in body if isinstance(a.id, str)):
+                slow.append((r, raw))
+                continue
+            list_ranges.append((qs, qe))
+        ranges.append((qs, qe))
+        raw_of[r] = raw
+        answers.extend(map(amap.get, question_ids[qs:qe]))
+    if ranges:
+        starts = np.array([a for a, _ in ranges], dtype=np.int64)
+        lengths = np.array([b - a for a, b in ranges], dtype=np.int64)
+        g = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(int(lengths.sum()))
+        listq = np.zeros(len(g), dtype=bool)
+        if list_ranges:
+            flat = np.zeros(len(out.status), dtype=bool)
+            for a, b in list_ranges:
+                flat[a:b] = True
+            listq = flat[g]
+        to_reference = _judge_answers(layout, g, answers, listq, tol, out)
+        if len(to_reference):
+            _reference_questions(layout, rows, to_reference, raw_of, tol, out)
+    for r, raw in slow:
+        qs = int(q_start[r])
+        out.verdicts(qs, judge_request(rows[r], _generic(raw), tol))
+
+
+_get_type, _get_noul = attrgetter("type"), attrgetter("noul")
+_get_probs, _get_choice = attrgetter("probabilities"), attrgetter("choice")
+
+
+def _judge_answers(layout: QuestionLayout, g: np.ndarray, answers: list[Any], listq: np.ndarray, tol: float,
+                   out: _Out) -> np.ndarray:
+    """Accept canonical valid answers and reject sums outside the band; returns the questions
+    (global indices) left for the reference."""
+    present = np.fromiter(map(_is_not_none, answers), dtype=bool, count=len(answers))
+    for gi in g[~present]:
+        out.invalid(int(gi), NO_ANSWER)
+    if not present.all():
+        keep = np.flatnonzero(present)
+        answers = [answers[i] for i in keep.tolist()]
+        g, listq = g[keep], listq[keep]
+    if not len(g):
+        return g
+    types = list(map(_get_type, answers))
+    nouls = list(map(_get_noul, answers))
+    probs = list(map(_get_probs, answers))
+    qt = layout.qtype_code[g]
+    type_ok = np.fromiter(map(_is_none, types), dtype=bool, count=len(g))
+    if not type_ok.all():
+        type_ok |= np.array(types, dtype=object) == layout.qtype[g]
+    has_noul = np.fromiter(map(_is_not_none, nouls), dtype=bool, count=len(g))
+    has_probs = np.fromiter(map(_is_not_none, probs), dtype=bool, count=len(g))
+    reference = ~type_ok
+    is_noul = qt == 0
+
+    # noul as one number: [p, 1 - p] in candidate order (the reference does not renormalise it)
+    noul_num = type_ok & is_noul & has_noul
+    if noul_num.any():
+        idx = np.flatnonzero(noul_num)
+        v = np.array([nouls[i] for i in idx.tolist()], dtype=float)
+        ok = (v >= 0.0) & (v <= 1.0)
+        gv, v = g[idx[ok]], v[ok]
+        true_first = layout.noul_true_first[gv]
+        out.P[gv, 0] = np.where(true_first, v, 1.0 - v)
+        out.P[gv, 1] = np.where(true_first, 1.0 - v, v)
+        out.status[gv] = "ok"
+        reference[idx[~ok]] = True
+    # everything else must be a probabilities object over the candidates
+    by_probs = type_ok & ~noul_num & has_probs & (qt >= 0)
+    reference |= type_ok & ~noul_num & ~has_probs
+    if qt.min() < 0:  # a question type the rules do not know: the reference says what it makes of it
+        reference |= qt < 0
+        by_probs &= qt >= 0
+    idx = np.flatnonzero(by_probs)
+    if len(idx):
+        reference[idx[~_judge_probabilities(layout, g[idx], [probs[i] for i in idx.tolist()],
+                                            [answers[i] for i in idx.tolist()], listq[idx], tol, out)]] = True
+    return g[reference]
+
+
+def _is_none(x: Any) -> bool:
+    return x is None
+
+
+def _is_not_none(x: Any) -> bool:
+    return x is not None
+
+
+def _judge_probabilities(layout: QuestionLayout, g: np.ndarray, dicts: list[dict[str, float]], answers: list[Any],
+                         listq: np.ndarray, tol: float, out: _Out) -> np.ndarray:
+    """Judge probabilities objects; returns a mask of the questions this path decided."""
+    n = len(g)
+    decided = np.zeros(n, dtype=bool)
+    K = layout.K[g]
+    lens = np.fromiter(map(len, dicts), dtype=np.int64, count=n)
+    same = np.flatnonzero((lens == K) & (K > 0))
+    if not len(same):
+        return decided
+    g2, K2 = g[same], K[same]
+    d2 = [dicts[i] for i in same.tolist()]
+    local = np.zeros(len(same) + 1, dtype=np.int64)
+    np.cumsum(K2, out=local[1:])
+    total = int(local[-1])
+    keys = np.array(list(chain.from_iterable(d2)), dtype=object)
+    vals = np.fromiter(chain.from_iterable(map(dict.values, d2)), dtype=float, count=total)
+    expect_at = np.repeat(layout.cand_start[g2] - local[:-1], K2) + np.arange(total)
+    mismatch = np.add.reduceat((keys != layout.cand_flat[expect_at]).astype(np.int64), local[:-1])
+    usable = mismatch == 0
+    for j in np.flatnonzero(~usable).tolist():  # same size, another order (or other keys)
+        d, cands = d2[j], layout.candidates_of(int(g2[j]))
+        remapped = [d.get(c) for c in cands]
+        if None not in remapped:
+            vals[local[j]: local[j + 1]] = remapped
+            usable[j] = True
+    # a choice answer naming its choice (or any choice entry of a list-shaped body) must name a candidate
+    is_choice = layout.qtype_code[g2] == 1
+    if is_choice.any():
+        for j in np.flatnonzero(is_choice & usable).tolist():
+            choice = _get_choice(answers[int(same[j])])
+            if (choice is not msgspec.UNSET or listq[same[j]]) and not (isinstance(choice, str) and choice in d2[j]):
+                usable[j] = False
+    for k in np.unique(K2[usable]).tolist():
+        m = np.flatnonzero(usable & (K2 == k))
+        V = vals[local[m][:, None] + np.arange(k)]
+        in_range = ((V >= 0.0) & (V <= 1.0)).all(axis=1)
+        sums = V.sum(axis=1)
+        off = np.abs(sums - 1.0) > tol + 1e-12
+        accept = in_range & ~off
+        ga = g2[m[accept]]
+        out.P[ga, :k] = V[accept] / sums[accept, None]
+        out.status[ga] = "ok"
+        for j, total_j in zip(m[in_range & off].tolist(), sums[in_range & off].tolist()):
+            out.invalid(int(g2[j]), sum_reason(total_j, tol))
+        decided[same[m[in_range]]] = True
+    return decided
+
+
+def _reference_questions(layout: QuestionLayout, rows: Sequence[SnapshotRow], g: np.ndarray, raw_of: dict[int, Any],
+                         tol: float, out: _Out) -> None:
+    """Judge single questions of fast-path requests with the reference rules (answers read from
+    the generic record, so reasons quote the values exactly as written)."""
+    answers_of: dict[int, dict[str, Any]] = {}
+    for gi in g.tolist():
+        r = int(layout.request_index[gi])
+        amap = answers_of.get(r)
+        if amap is None:
+            generic = _generic(raw_of[r])
+            amap = answers_of[r] = answers_by_question(generic.get("response"))
+        p, why = validate_answer(layout.qtype[gi], layout.candidates_of(gi), amap.get(layout.question_ids[gi]),
+                                 layout.level_names.get(gi), tol)
+        if p is None:
+            out.invalid(gi, why)
+        else:
+            out.status[gi] = "ok"
+            out.P[gi, : len(p)] = p
+
+
+# -- per-question records as JSON lines ------------------------------------------------------------
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def question_records_jsonl(records: QuestionRecords) -> bytes:
+    """``json.dumps(record, ensure_ascii=False) + "\\n"`` for every record, built column-wise:
+    the JSON text of each distinct id/type/status is made once, probabilities per row."""
+    t = records.table
+    n = len(t)
+    if not n:
+        return b""
+    memo: dict[Any, str] = {}
+
+    def text(values: Iterable[Any], encode: Callable[[Any], str] = _dumps) -> list[str]:
+        return [memo[v] if v in memo else memo.setdefault(v, encode(v)) for v in values]
+
+    rid = text(t.request_id.tolist())
+    qid = text(t.question_id.tolist())
+    qtype = text(t.qtype.tolist())
+    status = text(t.status.tolist())
+    reason = ["null" if r is None else (text((r,))[0] if isinstance(r, str) else _dumps(r)) for r in t.reason]
+    probs = ["null"] * n
+    ok = records._ok
+    for k in np.unique(t.K[ok]).tolist():
+        rows_k = np.flatnonzero(ok & (t.K == k))
+        for i, row in zip(rows_k.tolist(), records._rounded[rows_k, :k].tolist()):
+            probs[i] = "[" + ", ".join(map(repr, row)) + "]"
+    label = t.label.tolist()
+    correct = records._correct.tolist()
+    unscored = t.unscored.tolist()
+    lines = [
+        f'{{"request_id": {rid[i]}, "question": {qid[i]}, "type": {qtype[i]}, "status": {status[i]}, '
+        f'"reason": {reason[i]}, "probabilities": {probs[i]}, "label": {"null" if label[i] < 0 else label[i]}, '
+        f'"correct": {"null" if label[i] < 0 else ("true" if correct[i] else "false")}'
+        f'{", " + chr(34) + "unscored" + chr(34) + ": true" if unscored[i] else ""}}}\n'
+        for i in range(n)
+    ]
+    return "".join(lines).encode("utf-8")
