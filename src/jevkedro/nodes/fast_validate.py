@@ -29,13 +29,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
-from operator import attrgetter
+from itertools import chain, repeat
+from operator import attrgetter, is_
 from typing import Any
 
 import msgspec
 import numpy as np
 
+from jevkedro.nodes.gcpause import gc_paused
 from jevkedro.nodes.jsonparse import parse_json
 from jevkedro.nodes.layout import QuestionLayout
 from jevkedro.nodes.validate import (
@@ -53,13 +54,15 @@ BATCH_REQUESTS = 8192
 
 # -- typed records ---------------------------------------------------------------------------------
 
-class Answer(msgspec.Struct):
-    """What validation reads of one answer; anything else in it is skipped while decoding."""
+class Answer(msgspec.Struct, gc=False):
+    """What validation reads of one answer; anything else in it is skipped while decoding. The
+    values are not typed (any JSON decodes, so one odd answer does not stop a line from decoding):
+    the fast path accepts only floats and sends everything else to the reference."""
 
-    type: str | None = None
-    noul: float | None = None
-    probabilities: dict[str, float] | None = None
-    choice: str | None | msgspec.UnsetType = msgspec.UNSET
+    type: Any = None
+    noul: Any = None
+    probabilities: Any = None
+    choice: Any = msgspec.UNSET
 
 
 class ListAnswer(Answer):
@@ -68,15 +71,15 @@ class ListAnswer(Answer):
     id: Any = None
 
 
-class Response(msgspec.Struct):
+class Response(msgspec.Struct, gc=False):
     answers: dict[str, Answer] | list[ListAnswer] | None = None
 
 
-class RecordMeta(msgspec.Struct):
+class RecordMeta(msgspec.Struct, gc=False):
     duplicate_keys: Any = None
 
 
-class Record(msgspec.Struct):
+class Record(msgspec.Struct, gc=False):
     """A prediction record as scoring reads it (the report's request-level fields included)."""
 
     request_id: Any = None
@@ -166,6 +169,7 @@ class JudgedView:
     requests: RequestColumns
 
 
+@gc_paused()
 def judge_view(layout: QuestionLayout, rows: Sequence[SnapshotRow], predictions: Any, tolerance: float) -> JudgedView:
     """Judge every question of the view laid out by ``layout`` (see the module docstring).
 
@@ -206,72 +210,119 @@ def _generic(raw: Any) -> Any:
     return parse_json(raw).value if isinstance(raw, (bytes, bytearray, memoryview)) else raw
 
 
+_EMPTY: dict[str, Any] = {}
+_get_latency, _get_first = attrgetter("latency_s"), attrgetter("first")
+_get_cost, _get_model = attrgetter("cost_usd"), attrgetter("model")
+_get_response, _get_unsupported, _get_meta = attrgetter("response"), attrgetter("unsupported_questions"), attrgetter("meta")
+
+
+def _status_or_none(rec: Record) -> Any:
+    return None if rec.status is msgspec.UNSET else rec.status
+
+
+def _generic_fields(rec: Any) -> tuple[Any, ...]:
+    rec = rec if isinstance(rec, Mapping) else {}
+    return rec.get("status"), rec.get("latency_s"), rec.get("first"), rec.get("cost_usd"), rec.get("model")
+
+
+def _generic_status(rec: Any) -> Any:
+    return rec.get("status", "unattempted") if isinstance(rec, Mapping) else "unattempted"
+
+
+def _plain_body(rec: Record) -> Any:
+    """The answers dict of a record the fast path takes whole (status ok, nothing unsupported, no
+    repeated keys, answers an object), else None."""
+    if rec.status != "ok" or rec.unsupported_questions or (rec.meta is not None and rec.meta.duplicate_keys):
+        return None
+    body = rec.response.answers if rec.response is not None else _EMPTY
+    return body if body.__class__ is dict else (_EMPTY if body is None else None)
+
+
 def _judge_batch(layout: QuestionLayout, rows: Sequence[SnapshotRow], batch: list[Item], tol: float, out: _Out,
                  cols: RequestColumns, attempted: np.ndarray) -> None:
-    position, q_start, question_ids = layout.position, layout.q_start, layout.question_ids
-    ranges: list[tuple[int, int]] = []  # questions judged on the fast path, by request
+    position, q_start = layout.position, layout.q_start_list
+    rids, recs, raws = (list(x) for x in zip(*batch))
+    rs = list(map(position.get, rids))
+    typed = all(map(_is_not_none, recs))
+    generic = {} if typed else {i: _generic(raws[i]) for i, rec in enumerate(recs) if rec is None}
+    # request-level columns, in the records' order
+    if typed:
+        statuses = list(map(_status_or_none, recs))
+        cols.status.extend(statuses)
+        cols.latency_s.extend(map(_get_latency, recs))
+        cols.first.extend(map(_get_first, recs))
+        cols.cost_usd.extend(map(_get_cost, recs))
+        cols.model.extend(map(_get_model, recs))
+    else:
+        fields = [(_status_or_none(rec), rec.latency_s, rec.first, rec.cost_usd, rec.model) if rec is not None
+                  else _generic_fields(generic[i]) for i, rec in enumerate(recs)]
+        for col, values in zip((cols.status, cols.latency_s, cols.first, cols.cost_usd, cols.model), zip(*fields)):
+            col.extend(values)
+        statuses = [f[0] if recs[i] is not None else _generic_status(generic[i]) for i, f in enumerate(fields)]
+    known = [i for i, r in enumerate(rs) if r is not None]  # records for requests the snapshot has
+    if len(known) != len(rs):
+        new_index = {old: new for new, old in enumerate(known)}
+        rs, recs, raws, statuses = ([x[i] for i in known] for x in (rs, recs, raws, statuses))
+        generic = {new_index[i]: v for i, v in generic.items() if i in new_index}
+    if rs:
+        attempted[rs] = [st is not None and st != "unattempted" for st in statuses]
+    bodies = [None if rec is None else _plain_body(rec) for rec in recs]
+    plain = [i for i, b in enumerate(bodies) if b is not None]
+    fast_r = [rs[i] for i in plain]
+    fast_raw = [raws[i] for i in plain]
     answers: list[Any] = []
-    list_ranges: list[tuple[int, int]] = []
-    slow: list[tuple[int, Any]] = []  # whole requests for the reference
-    raw_of: dict[int, Any] = {}
-    for rid, rec, raw in batch:
-        if rec is None:
-            generic = _generic(raw)
-            cols.add_generic(generic)
-            r = position.get(rid)
-            if r is not None:
-                status = generic.get("status", "unattempted") if isinstance(generic, Mapping) else "unattempted"
-                attempted[r] = status != "unattempted"
-                slow.append((r, generic))
-            continue
-        status = "unattempted" if rec.status is msgspec.UNSET else rec.status
-        cols.add(None if rec.status is msgspec.UNSET else status, rec.latency_s, rec.first, rec.cost_usd, rec.model)
-        r = position.get(rid)
-        if r is None:
-            continue  # a record for a request the snapshot does not have
-        attempted[r] = status != "unattempted"
-        qs, qe = int(q_start[r]), int(q_start[r + 1])
-        if not isinstance(status, str):  # not a status at all: the reference says what it makes of it
-            slow.append((r, raw))
-            continue
-        if status != "ok":
-            out.status[qs:qe] = status
-            if rec.error is not None:
-                out.reason[qs:qe] = [rec.error] * (qe - qs)
-            continue
-        if rec.unsupported_questions or (rec.meta is not None and rec.meta.duplicate_keys):
-            slow.append((r, raw))
-            continue
-        body = rec.response.answers if rec.response is not None else None
-        if body is None:
-            amap: Mapping[str, Any] = {}
-        elif type(body) is dict:
-            amap = body
-        else:  # list-shaped: by id; an id answered twice is for the reference to reject
+    if plain:  # the common case, without a Python step per request
+        counts = np.diff(layout.q_start)[fast_r].tolist()
+        answers = list(map(dict.get, chain.from_iterable(map(repeat, (bodies[i] for i in plain), counts)),
+                           chain.from_iterable(map(layout.qids_by_request.__getitem__, fast_r))))
+    list_r: list[int] = []
+    slow: list[tuple[int, Any]] = []  # whole requests for the reference: (request, record)
+    if len(plain) != len(rs):
+        for i, (r, rec, raw, status) in enumerate(zip(rs, recs, raws, statuses)):
+            if bodies[i] is not None:
+                continue
+            if rec is None:
+                slow.append((r, generic[i]))
+                continue
+            if status != "ok":
+                if status is None:
+                    status = "unattempted"  # a record without a status, judged as the reference does
+                elif not isinstance(status, str):  # not a status at all: the reference says what it makes of it
+                    slow.append((r, raw))
+                    continue
+                qs, qe = q_start[r], q_start[r + 1]
+                out.status[qs:qe] = status
+                if rec.error is not None:
+                    out.reason[qs:qe] = [rec.error] * (qe - qs)
+                continue
+            body = rec.response.answers if rec.response is not None else None
+            if rec.unsupported_questions or (rec.meta is not None and rec.meta.duplicate_keys) or body.__class__ is not list:
+                slow.append((r, raw))
+                continue
+            # list-shaped: by id; an id answered twice is for the reference to reject
             amap = {a.id: a for a in body if isinstance(a.id, str)}
             if len(amap) != sum(1 for a in body if isinstance(a.id, str)):
                 slow.append((r, raw))
                 continue
-            list_ranges.append((qs, qe))
-        ranges.append((qs, qe))
-        raw_of[r] = raw
-        answers.extend(map(amap.get, question_ids[qs:qe]))
-    if ranges:
-        starts = np.array([a for a, _ in ranges], dtype=np.int64)
-        lengths = np.array([b - a for a, b in ranges], dtype=np.int64)
+            list_r.append(r)
+            fast_r.append(r)
+            fast_raw.append(raw)
+            answers.extend(map(amap.get, layout.qids_by_request[r]))
+    if fast_r:
+        r_arr = np.array(fast_r, dtype=np.int64)
+        starts, lengths = layout.q_start[r_arr], np.diff(layout.q_start)[r_arr]
         g = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(int(lengths.sum()))
         listq = np.zeros(len(g), dtype=bool)
-        if list_ranges:
+        if list_r:
             flat = np.zeros(len(out.status), dtype=bool)
-            for a, b in list_ranges:
-                flat[a:b] = True
+            for r in list_r:
+                flat[q_start[r]: q_start[r + 1]] = True
             listq = flat[g]
         to_reference = _judge_answers(layout, g, answers, listq, tol, out)
         if len(to_reference):
-            _reference_questions(layout, rows, to_reference, raw_of, tol, out)
+            _reference_questions(layout, rows, to_reference, dict(zip(fast_r, fast_raw)), tol, out)
     for r, raw in slow:
-        qs = int(q_start[r])
-        out.verdicts(qs, judge_request(rows[r], _generic(raw), tol))
+        out.verdicts(q_start[r], judge_request(rows[r], _generic(raw), tol))
 
 
 _get_type, _get_noul = attrgetter("type"), attrgetter("noul")
@@ -295,19 +346,20 @@ def _judge_answers(layout: QuestionLayout, g: np.ndarray, answers: list[Any], li
     nouls = list(map(_get_noul, answers))
     probs = list(map(_get_probs, answers))
     qt = layout.qtype_code[g]
-    type_ok = np.fromiter(map(_is_none, types), dtype=bool, count=len(g))
+    type_ok = _is_type(types, None)
     if not type_ok.all():
-        type_ok |= np.array(types, dtype=object) == layout.qtype[g]
-    has_noul = np.fromiter(map(_is_not_none, nouls), dtype=bool, count=len(g))
-    has_probs = np.fromiter(map(_is_not_none, probs), dtype=bool, count=len(g))
+        type_ok |= _equals(types, layout.qtype[g])
+    noul_float = _is_type(nouls, float)
+    has_noul = noul_float | ~_is_type(nouls, None)
+    has_probs = _is_type(probs, dict)
     reference = ~type_ok
     is_noul = qt == 0
 
     # noul as one number: [p, 1 - p] in candidate order (the reference does not renormalise it)
     noul_num = type_ok & is_noul & has_noul
     if noul_num.any():
-        idx = np.flatnonzero(noul_num)
-        v = np.array([nouls[i] for i in idx.tolist()], dtype=float)
+        idx = np.flatnonzero(noul_num & noul_float)
+        v = np.fromiter((nouls[i] for i in idx.tolist()), dtype=float, count=len(idx))
         ok = (v >= 0.0) & (v <= 1.0)
         gv, v = g[idx[ok]], v[ok]
         true_first = layout.noul_true_first[gv]
@@ -315,6 +367,7 @@ def _judge_answers(layout: QuestionLayout, g: np.ndarray, answers: list[Any], li
         out.P[gv, 1] = np.where(true_first, 1.0 - v, v)
         out.status[gv] = "ok"
         reference[idx[~ok]] = True
+        reference |= noul_num & ~noul_float  # 1, true, "0.5", 10**400, ...: the reference decides
     # everything else must be a probabilities object over the candidates
     by_probs = type_ok & ~noul_num & has_probs & (qt >= 0)
     reference |= type_ok & ~noul_num & ~has_probs
@@ -328,15 +381,29 @@ def _judge_answers(layout: QuestionLayout, g: np.ndarray, answers: list[Any], li
     return g[reference]
 
 
-def _is_none(x: Any) -> bool:
-    return x is None
-
-
 def _is_not_none(x: Any) -> bool:
     return x is not None
 
 
-def _judge_probabilities(layout: QuestionLayout, g: np.ndarray, dicts: list[dict[str, float]], answers: list[Any],
+def _is_type(values: list[Any], kind: type | None) -> np.ndarray:
+    """``type(v) is kind`` for each value (``kind`` None: ``v is None``), C-level for plain lists."""
+    want = type(None) if kind is None else kind
+    kinds = list(map(type, values))
+    if len(set(kinds)) == 1:
+        return np.full(len(values), kinds[0] is want if kinds else False, dtype=bool)
+    return np.fromiter(map(is_, kinds, repeat(want)), dtype=bool, count=len(kinds))
+
+
+def _equals(values: list[Any], strings: np.ndarray) -> np.ndarray:
+    """``v == s`` elementwise where ``v`` is a string (anything else: False)."""
+    is_str = _is_type(values, str)
+    out = np.zeros(len(values), dtype=bool)
+    idx = np.flatnonzero(is_str)
+    out[idx] = np.array([values[i] for i in idx.tolist()], dtype=object) == strings[idx]
+    return out
+
+
+def _judge_probabilities(layout: QuestionLayout, g: np.ndarray, dicts: list[dict[str, Any]], answers: list[Any],
                          listq: np.ndarray, tol: float, out: _Out) -> np.ndarray:
     """Judge probabilities objects; returns a mask of the questions this path decided."""
     n = len(g)
@@ -346,6 +413,48 @@ def _judge_probabilities(layout: QuestionLayout, g: np.ndarray, dicts: list[dict
     same = np.flatnonzero((lens == K) & (K > 0))
     if not len(same):
         return decided
+    g2, K2 = g[same], K[same]
+    d2 = [dicts[i] for i in same.tolist()]
+    local = np.zeros(len(same) + 1, dtype=np.int64)
+    np.cumsum(K2, out=local[1:])
+    total = int(local[-1])
+    keys = np.array(list(chain.from_iterable(d2)), dtype=object)
+    raw_vals = list(chain.from_iterable(map(dict.values, d2)))
+    floats = _is_type(raw_vals, float)
+    vals = np.zeros(total)
+    if floats.all():
+        vals[:] = raw_vals
+    else:  # a value that is not a float (an int, a bool, a string, null, ...) is for the reference
+        vals[floats] = [raw_vals[i] for i in np.flatnonzero(floats).tolist()]
+    expect_at = np.repeat(layout.cand_start[g2] - local[:-1], K2) + np.arange(total)
+    usable = np.add.reduceat((keys != layout.cand_flat[expect_at]) | ~floats, local[:-1].astype(np.intp)) == 0
+    for j in np.flatnonzero(~usable).tolist():  # same size, another order (or other keys, or other values)
+        d, cands = d2[j], layout.candidates_of(int(g2[j]))
+        remapped = [d.get(c) for c in cands]
+        if all(type(v) is float for v in remapped):
+            vals[local[j]: local[j + 1]] = remapped
+            usable[j] = True
+    # a choice answer naming its choice (or any choice entry of a list-shaped body) must name a candidate
+    is_choice = layout.qtype_code[g2] == 1
+    if is_choice.any():
+        for j in np.flatnonzero(is_choice & usable).tolist():
+            choice = _get_choice(answers[int(same[j])])
+            if (choice is not msgspec.UNSET or listq[same[j]]) and not (isinstance(choice, str) and choice in d2[j]):
+                usable[j] = False
+    for k in np.unique(K2[usable]).tolist():
+        m = np.flatnonzero(usable & (K2 == k))
+        V = vals[local[m][:, None] + np.arange(k)]
+        in_range = ((V >= 0.0) & (V <= 1.0)).all(axis=1)
+        sums = V.sum(axis=1)
+        off = np.abs(sums - 1.0) > tol + 1e-12
+        accept = in_range & ~off
+        ga = g2[m[accept]]
+        out.P[ga, :k] = V[accept] / sums[accept, None]
+        out.status[ga] = "ok"
+        for j, total_j in zip(m[in_range & off].tolist(), sums[in_range & off].tolist()):
+            out.invalid(int(g2[j]), sum_reason(total_j, tol))
+        decided[same[m[in_range]]] = True
+    return decided
     g2, K2 = g[same], K[same]
     d2 = [dicts[i] for i in same.tolist()]
     local = np.zeros(len(same) + 1, dtype=np.int64)

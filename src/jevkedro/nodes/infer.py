@@ -51,6 +51,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
+from itertools import accumulate
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -58,6 +60,7 @@ import msgspec
 from tqdm.auto import tqdm
 
 from jevkedro.models import Adapter, AdapterResult, StopRun, make_adapter
+from jevkedro.nodes.gcpause import gc_paused
 from jevkedro.nodes.jsonparse import JSONTextError, parse_json
 from jevkedro.nodes.snapshot import Snapshot, atomic_write_bytes, atomic_writer
 
@@ -66,7 +69,8 @@ log = logging.getLogger(__name__)
 FINAL_STATUSES = {"ok", "unsupported"}
 RECORD_STATUSES = ("ok", "unsupported", "error", "unattempted")
 FSYNC_POLICIES = ("always", "interval", "never")
-SCORING_BATCH = 8192  # records decoded per run of log lines while scoring
+SCORING_BATCH = 8192  # records judged per batch while scoring
+READ_BLOCK = 1 << 22  # bytes of log read at once while scoring
 _FIX_LINE = ("the log is written by jevkedro one record per line; fix or delete that line "
              "(a deleted line's request is asked again) or delete the log to start afresh")
 
@@ -98,6 +102,8 @@ class _IndexFields(msgspec.Struct):
 
 
 _INDEX_DECODER = msgspec.json.Decoder(_IndexFields)
+_STATUS_SET = frozenset(RECORD_STATUSES)
+_get_request_id, _get_status = attrgetter("request_id"), attrgetter("status")
 
 
 def _entry(record: Mapping[str, Any] | _IndexFields, offset: int, length: int) -> LogEntry:
@@ -193,23 +199,51 @@ class PredictionLog:
             raise self._refuse(lineno, why)
         return fields
 
+    @gc_paused()
     def _scan(self) -> None:
-        """Index every line (later lines win); cut off a torn last line left by a killed run."""
-        offset = 0
+        """Index every line (later lines win); cut off a torn last line left by a killed run.
+
+        The log is read in blocks; the lines of a block are decoded by msgspec in one C-level pass
+        (only the indexed fields are kept) and checked together; a block with a line that is not a
+        record is gone through line by line to name the line.
+        """
         index = self.index
+        offset = 0
+        first = 1  # line number of the block's first line
+        rest = b""
+        shared: dict[Any, Any] = {}  # one string object per distinct status and snapshot hash
         with open(self.path, "rb") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.endswith(b"\n"):
-                    break  # only the last line can lack its newline: a write cut short
-                if line.strip():
-                    fields = self._fields(line, lineno)
-                    index[fields.request_id] = _entry(fields, offset, len(line))
-                offset += len(line)
-        size = self.path.stat().st_size
-        if offset < size:  # drop it before appending, so the next line starts on its own
-            log.warning("%s: dropping a torn last line (%d bytes)", self.path, size - offset)
+            while chunk := fh.read(READ_BLOCK):
+                data = rest + chunk
+                cut = data.rfind(b"\n") + 1
+                block, rest = data[:cut], data[cut:]
+                if not block:
+                    continue
+                lines = block.split(b"\n")
+                lines.pop()  # after the last newline
+                fields = self._block_fields(lines, first)
+                ends = list(accumulate((len(line) + 1 for line in lines), initial=offset))  # + its newline
+                for f, start, end in zip(fields, ends, ends[1:]):
+                    if f is not None:
+                        index[f.request_id] = LogEntry(shared.setdefault(f.status, f.status),
+                                                       shared.setdefault(f.snapshot_sha256, f.snapshot_sha256),
+                                                       f.cost_usd, start, end - start)
+                first += len(lines)
+                offset += len(block)
+        if rest:  # only the last line can lack its newline: a write cut short; dropped before appending
+            log.warning("%s: dropping a torn last line (%d bytes)", self.path, len(rest))
             with open(self.path, "r+b") as fh:
                 fh.truncate(offset)
+
+    def _block_fields(self, lines: list[bytes], first: int) -> list[_IndexFields | None]:
+        """The indexed fields of each line (None for a blank line); refuses a line that is not a record."""
+        try:
+            fields = list(map(_INDEX_DECODER.decode, lines))
+            if set(map(type, map(_get_request_id, fields))) == {str} and set(map(_get_status, fields)) <= _STATUS_SET:
+                return fields
+        except (msgspec.DecodeError, RecursionError, TypeError):
+            pass
+        return [self._fields(line, lineno) if line.strip() else None for lineno, line in enumerate(lines, start=first)]
 
     def line_number(self, offset: int) -> int:
         """The 1-based line at byte ``offset`` (for messages; counts the newlines before it)."""
@@ -247,7 +281,7 @@ class PredictionLog:
 
     def reset(self) -> None:
         self.close()
-        self.index.clear()
+        self.index = {}
         self.path.unlink(missing_ok=True)
         shutil.rmtree(self.shards_dir, ignore_errors=True)
 
@@ -367,7 +401,8 @@ class LogRecords(Mapping[str, dict[str, Any]]):
 
     def scoring_items(self) -> Iterator[list[tuple[str, Any, Any]]]:
         """Batches of ``(request id, typed record or None, JSON line)`` in log order (see
-        :func:`jevkedro.nodes.fast_validate.judge_view`)."""
+        :func:`jevkedro.nodes.fast_validate.judge_view`); every line was checked when the log was
+        opened, so a line that does not decode typed (a ``NaN`` literal) is simply read exactly."""
         from jevkedro.nodes.fast_validate import RECORD_DECODER
 
         entries = list(self._plog.index.items())
@@ -379,12 +414,10 @@ class LogRecords(Mapping[str, dict[str, Any]]):
                 chunk = entries[b: b + SCORING_BATCH]
                 lines = _read_lines(fd, [e for _, e in chunk])
                 try:
-                    typed = RECORD_DECODER.decode_lines(b"".join(lines))
-                    if len(typed) != len(lines):
-                        raise ValueError("line count")
-                except (msgspec.DecodeError, ValueError, RecursionError):
+                    typed = list(map(RECORD_DECODER.decode, lines))
+                except (msgspec.DecodeError, RecursionError):
                     typed = [_typed_or_none(RECORD_DECODER, line) for line in lines]
-                yield [(rid, rec, line) for (rid, _), rec, line in zip(chunk, typed, lines)]
+                yield list(zip([rid for rid, _ in chunk], typed, lines))
 
 
 def _typed_or_none(decoder: Any, line: bytes) -> Any:
@@ -395,7 +428,8 @@ def _typed_or_none(decoder: Any, line: bytes) -> Any:
 
 
 def _read_lines(fd: int, entries: list[LogEntry]) -> list[bytes]:
-    """The lines at ``entries``, reading each run of adjacent lines with one ``pread``."""
+    """The lines at ``entries`` (without their newlines), reading each run of adjacent lines with
+    one ``pread`` (a compacted log is one run)."""
     out: list[bytes] = []
     i = 0
     while i < len(entries):
@@ -405,10 +439,15 @@ def _read_lines(fd: int, entries: list[LogEntry]) -> list[bytes]:
             j += 1
         start = entries[i].offset
         data = os.pread(fd, end - start, start)
-        pos = 0
-        for e in entries[i:j]:
-            out.append(data[pos: pos + e.length])
-            pos += e.length
+        lines = data.split(b"\n")
+        lines.pop()
+        if len(lines) == j - i:
+            out.extend(lines)
+        else:  # blank lines between them: cut by length instead
+            pos = 0
+            for e in entries[i:j]:
+                out.append(data[pos: pos + e.length - 1])
+                pos += e.length
         i = j
     return out
 

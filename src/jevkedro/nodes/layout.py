@@ -86,6 +86,8 @@ class QuestionLayout:
 
     def __post_init__(self) -> None:
         self.position = {rid: r for r, rid in enumerate(self.request_ids)}
+        self.q_start_list = self.q_start.tolist()
+        self.qids_by_request = [tuple(self.question_ids[a:b]) for a, b in zip(self.q_start_list, self.q_start_list[1:])]
         self.request_index = _frozen(np.repeat(np.arange(len(self.request_ids), dtype=np.int64), np.diff(self.q_start)))
         self.request_id = _frozen(np.array(self.request_ids, dtype=object)[self.request_index])
         self.question_id = _frozen(np.array(self.question_ids, dtype=object))

@@ -137,7 +137,7 @@ def build_report(
     """``report.json``. The request-level parts (coverage, latency, cost, run) come from the
     columns the question table was judged with when it has them (``table.requests``), else
     from ``predictions``."""
-    request_ids = [r.request_id for r in snapshot.rows]
+    request_ids = snapshot.request_ids
     cols = table.requests if getattr(table, "requests", None) is not None else RequestColumns.of(predictions, request_ids)
     resolved = sorted({m for m in cols.model if m})
     run_meta = run_meta or {}

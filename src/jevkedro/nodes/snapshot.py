@@ -11,7 +11,6 @@ Every byte of a snapshot is deterministic for a given source and mapping, so the
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import os
@@ -28,6 +27,7 @@ import msgspec
 import numpy as np
 
 from jevkedro import __version__
+from jevkedro.nodes.gcpause import gc_paused
 from jevkedro.nodes.jsonparse import JSONTextError, parse_json
 from jevkedro.nodes.layout import load_layout, save_layout
 from jevkedro.nodes.validate import level_names_of
@@ -436,8 +436,11 @@ class SnapshotRows(Sequence[SnapshotRow]):
         return row
 
     def __iter__(self) -> Iterator[SnapshotRow]:
-        for i in range(len(self)):
-            yield self[i]
+        if None in self._rows:
+            with gc_paused():  # the rows are kept: decode them all without the collector walking them
+                for i in range(len(self)):
+                    self[i]
+        return iter(self._rows)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
@@ -445,6 +448,12 @@ class SnapshotRows(Sequence[SnapshotRow]):
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
+
+    def __add__(self, other: Iterable[SnapshotRow]) -> list[SnapshotRow]:
+        return list(self) + list(other)
+
+    def __radd__(self, other: Iterable[SnapshotRow]) -> list[SnapshotRow]:
+        return list(other) + list(self)
 
     def __repr__(self) -> str:
         return f"SnapshotRows({self.path}, {len(self)} rows)"
@@ -539,6 +548,7 @@ def _sha256_in_background(data: bytes) -> Callable[[], str]:
     return result
 
 
+@gc_paused()
 def load_snapshot(root: str | Path, view: str) -> Snapshot:
     """Read ``<root>/<view>.tsv`` and its manifest, refusing bytes that differ from the manifest.
 
@@ -565,8 +575,6 @@ def load_snapshot(root: str | Path, view: str) -> Snapshot:
                                 "refusing to use a changed snapshot — prepare it again")
         return digest
 
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
     try:
         header_end = raw.find(b"\n")
         header = raw[: header_end if header_end >= 0 else len(raw)]
@@ -591,9 +599,6 @@ def load_snapshot(root: str | Path, view: str) -> Snapshot:
     except SnapshotError:
         check_hash()
         raise
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     return Snapshot(view, tsv_path, manifest, rows, digest)
 
 
