@@ -224,7 +224,9 @@ def run_size(n_questions: int, repeats: int) -> dict:
         stage("log compact", lambda: PredictionLog(log_path).compact(order), repeats, res,
               before=lambda: write_log())
         plog.write_meta({"identity": {"adapter": "replay", "model": "bench"}, "probability_source": "native"})
-        del records, shuffled, plog
+        records.clear()  # the log is on disk now: scoring starts from it
+        shuffled.clear()
+        del plog
         tsv = work / "snap" / f"{VIEW}.tsv"
         stage("sha256sum", lambda: subprocess.run(["sha256sum", str(tsv)], check=True, capture_output=True), repeats, res)
         stage("load cold", lambda: verify_snapshot_bytes(load_snapshot(work / "snap", VIEW)), repeats, res,

@@ -24,6 +24,7 @@ import hashlib
 import io
 import logging
 import os
+import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import chain
@@ -386,6 +387,6 @@ def load_layout(tsv_path: str | Path, tsv_sha256: str) -> QuestionLayout | None:
             slice_columns=slices,
             **{name: _frozen(arrays[name]) for name in _ARRAYS},
         )
-    except (OSError, ValueError, KeyError, TypeError, IndexError, msgspec.DecodeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError, zipfile.BadZipFile, msgspec.DecodeError) as exc:
         log.warning("%s: unreadable layout cache ignored (%s)", path, exc)
         return None
