@@ -20,14 +20,16 @@ repeated keys). Then, medians over ``--repeats``:
   from the log on disk: validation, generic metrics with every slice, the reference report,
   the report and the per-question records;
 - ``questions save``: writing the per-question records (``questions.jsonl``);
-- ``baseline``: the same log read with ``json.loads`` line by line, every question validated by
-  the reference rules (``judge_request``) and accuracy/NLL/Brier/ECE accumulated one question at
-  a time (rows decoded before the clock starts); its values must equal the node's overall metrics
-  to 1e-9.
+- ``side by side``: the score node and a straightforward scorer alternate ``--repeats`` times in
+  the same process: the same log read with ``json.loads`` line by line, every question validated
+  by the reference rules (``judge_request``) and accuracy/NLL/Brier/ECE accumulated one question
+  at a time (its rows decoded before the clock starts); its values must equal the node's overall
+  metrics to 1e-9. The ratio is the median of the runs' ratios.
 
-Per stage it prints the median seconds, seconds per million questions, the peak RSS of the stage
-(``VmHWM``, reset before each stage) and what the stage added over the RSS it started from, per
-request; then the baseline / score-node ratio.
+Each size runs in three fresh processes (writing the inputs; log write/compact; load and score),
+so the memory figures of a stage are not those of the data generator. Per stage it prints the
+median seconds, seconds per million questions, the peak RSS of the stage (``VmHWM``, reset before
+each stage) and what the stage added over the RSS it started from, per request.
 """
 
 from __future__ import annotations
@@ -187,6 +189,7 @@ def stage(name: str, fn, repeats: int, results: dict, before=None):
     rss0 = _status_kb("VmRSS")
     _reset_peak()
     for _ in range(repeats):
+        out = None  # the previous run's result is not kept alive through the next one
         if before:
             before()
         t0 = time.perf_counter()
@@ -196,56 +199,89 @@ def stage(name: str, fn, repeats: int, results: dict, before=None):
     return out
 
 
+def make(work: Path, n_questions: int) -> dict:
+    """Phase 1 (own process): the snapshot and the predictions log on disk."""
+    rows, records = synthetic(n_questions)
+    commit_dataset(PreparedView(view=VIEW, family="zh_decision_bench", data="synthetic", rows=rows, sources=[],
+                                scoring={"note": "bench_scoring synthetic view"}), work / "snap")
+    plog = PredictionLog(work / "records.jsonl")  # the answers, in snapshot order: the input of phase 2
+    for rec in records:
+        plog.append(rec)
+    plog.close()
+    return {"questions": sum(len(r.request["questions"]) for r in rows), "requests": len(rows)}
+
+
+def log_io(work: Path, repeats: int) -> dict:
+    """Phase 2 (own process): writing the log as answers arrive, compacting it."""
+    records = [json.loads(line) for line in (work / "records.jsonl").read_bytes().splitlines()]
+    order = [r["request_id"] for r in records]
+    random.Random(1).shuffle(records)  # answers arrive out of order, as they do at concurrency > 1
+    log_path = work / "out" / "predictions.jsonl"
+    res: dict = {}
+
+    def write_log() -> None:
+        log_path.unlink(missing_ok=True)
+        plog = PredictionLog(log_path)
+        for rec in records:
+            plog.append(rec)
+        plog.close()
+
+    stage("log write", write_log, repeats, res)
+    stage("log compact", lambda: PredictionLog(log_path).compact(order), repeats, res, before=write_log)
+    PredictionLog(log_path).write_meta({"identity": {"adapter": "replay", "model": "bench"}, "probability_source": "native"})
+    return res
+
+
+def score(work: Path, repeats: int) -> dict:
+    """Phase 3 (own process, started with nothing but the files): load, score, save, baseline."""
+    log_path = work / "out" / "predictions.jsonl"
+    tsv = work / "snap" / f"{VIEW}.tsv"
+    res: dict = {}
+    stage("sha256sum", lambda: subprocess.run(["sha256sum", str(tsv)], check=True, capture_output=True), repeats, res)
+    stage("load cold", lambda: verify_snapshot_bytes(load_snapshot(work / "snap", VIEW)), repeats, res,
+          before=lambda: cache_path(tsv).unlink(missing_ok=True))
+    snapshot = stage("load warm", lambda: verify_snapshot_bytes(load_snapshot(work / "snap", VIEW)), repeats, res)
+    model = {"name": "bench", "adapter": "replay"}
+    report, official, qrecords = stage("score node", lambda: steps.score(snapshot, PredictionLog(log_path), model),
+                                       repeats, res)
+    stage("questions save", lambda: (work / "questions.jsonl").write_bytes(question_records(qrecords.table).jsonl()),
+          repeats, res)
+    qrecords = None  # not kept alive through the side-by-side runs
+    # side by side: the score node and the baseline alternate, so a slower phase of a shared machine
+    # falls on both; the baseline's rows are decoded before its clock starts
+    rows_snapshot = load_snapshot(work / "snap", VIEW)
+    list(rows_snapshot.rows)
+    node_s, base_s = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        steps.score(snapshot, PredictionLog(log_path), model)
+        node_s.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        base = baseline(rows_snapshot, log_path)
+        base_s.append(time.perf_counter() - t0)
+    res["side by side"] = {"node_s": node_s, "baseline_s": base_s,
+                           "ratio": statistics.median(b / n for b, n in zip(base_s, node_s))}
+    overall = report["metrics"]["overall"]
+    res["max_abs_diff"] = max(abs(base[k] - overall[k]) for k in base)
+    res["coverage"] = report["coverage"]["by_status"]
+    res["slices"] = sum(len(v) for k, v in report["metrics"].items() if k != "overall") + \
+        sum(len(v) for k, v in official["groups"].items() if k != "overall")
+    res["log_bytes"] = log_path.stat().st_size
+    res["tsv_bytes"] = tsv.stat().st_size
+    return res
+
+
+def _phase(*args: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, *args], check=True, capture_output=True, text=True, env={**os.environ})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def run_size(n_questions: int, repeats: int) -> dict:
     work = Path(tempfile.mkdtemp(prefix="bench_scoring_"))
     try:
-        rows, records = synthetic(n_questions)
-        commit_dataset(PreparedView(view=VIEW, family="zh_decision_bench", data="synthetic", rows=rows, sources=[],
-                                    scoring={"note": "bench_scoring synthetic view"}), work / "snap")
-        n_requests, n_q = len(rows), sum(len(r.request["questions"]) for r in rows)
-        del rows
-        log_path = work / "out" / "predictions.jsonl"
-        res: dict = {"questions": n_q, "requests": n_requests}
-        order = [r["request_id"] for r in records]
-        shuffled = records[:]
-        random.Random(1).shuffle(shuffled)  # answers arrive out of order, as they do at concurrency > 1
-
-        def write_log() -> PredictionLog:
-            if log_path.exists():
-                log_path.unlink()
-            plog = PredictionLog(log_path)
-            plog.configure("interval", 1.0)
-            for rec in shuffled:
-                plog.append(rec)
-            plog.close()
-            return plog
-
-        plog = stage("log write", write_log, repeats, res)
-        stage("log compact", lambda: PredictionLog(log_path).compact(order), repeats, res,
-              before=lambda: write_log())
-        plog.write_meta({"identity": {"adapter": "replay", "model": "bench"}, "probability_source": "native"})
-        records.clear()  # the log is on disk now: scoring starts from it
-        shuffled.clear()
-        del plog
-        tsv = work / "snap" / f"{VIEW}.tsv"
-        stage("sha256sum", lambda: subprocess.run(["sha256sum", str(tsv)], check=True, capture_output=True), repeats, res)
-        stage("load cold", lambda: verify_snapshot_bytes(load_snapshot(work / "snap", VIEW)), repeats, res,
-              before=lambda: cache_path(tsv).unlink(missing_ok=True))
-        snapshot = stage("load warm", lambda: verify_snapshot_bytes(load_snapshot(work / "snap", VIEW)), repeats, res)
-        model = {"name": "bench", "adapter": "replay"}
-        report, official, qrecords = stage("score node", lambda: steps.score(snapshot, PredictionLog(log_path), model),
-                                           repeats, res)
-        stage("questions save", lambda: (work / "questions.jsonl").write_bytes(question_records(qrecords.table).jsonl()),
-              repeats, res)
-        list(snapshot.rows)  # the baseline gets its rows decoded for free
-        base = stage("baseline", lambda: baseline(snapshot, log_path), repeats, res)
-        overall = report["metrics"]["overall"]
-        res["max_abs_diff"] = max(abs(base[k] - overall[k]) for k in base)
-        res["coverage"] = report["coverage"]["by_status"]
-        res["slices"] = sum(len(v) for k, v in report["metrics"].items() if k != "overall") + \
-            sum(len(v) for k, v in official["groups"].items() if k != "overall")
-        res["log_bytes"] = log_path.stat().st_size
-        res["tsv_bytes"] = tsv.stat().st_size
+        res = _phase("--phase", "make", str(work), str(n_questions))
+        res.update(_phase("--phase", "io", str(work), str(repeats)))
+        res.update(_phase("--phase", "score", str(work), str(repeats)))
         return res
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -255,15 +291,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--questions", type=int, nargs="+", default=[10_000, 100_000, 460_000, 1_000_000])
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # run one size in this process, print JSON
+    ap.add_argument("--phase", nargs=3, help=argparse.SUPPRESS)  # one phase in this process: prints JSON
     args = ap.parse_args()
-    if args.one:
-        print(json.dumps(run_size(args.one, args.repeats)))
+    if args.phase:
+        name, work, arg = args.phase
+        fn = {"make": make, "io": log_io, "score": score}[name]
+        print(json.dumps(fn(Path(work), int(arg))))
         return
     for n in args.questions:
-        out = subprocess.run([sys.executable, __file__, "--one", str(n), "--repeats", str(args.repeats)],
-                             check=True, capture_output=True, text=True, env={**os.environ})
-        res = json.loads(out.stdout.strip().splitlines()[-1])
+        res = run_size(n, args.repeats)
         nq, nr = res["questions"], res["requests"]
         print(f"\n{nq:,} questions, {nr:,} requests (log {res['log_bytes'] / 1e6:.0f} MB, TSV {res['tsv_bytes'] / 1e6:.0f} MB), "
               f"medians of {args.repeats}; {res['slices']} slice groups; statuses {res['coverage']}")
@@ -274,8 +310,10 @@ def main() -> None:
             added = max(st["peak_kb"] - st["start_kb"], 0) * 1024 / nr
             print(f"  {name:<16}{st['median_s']:>10.3f}{st['median_s'] / nq * 1e6:>10.2f}"
                   f"{st['peak_kb'] / 1024:>14.0f}{added:>17.0f}")
-        ratio = res["baseline"]["median_s"] / res["score node"]["median_s"]
-        print(f"  baseline / score node: {ratio:.1f}x   (overall metrics equal to {res['max_abs_diff']:.1e})")
+        side = res["side by side"]
+        print(f"  side by side, {args.repeats} alternating runs: score node {statistics.median(side['node_s']):.3f} s, "
+              f"baseline {statistics.median(side['baseline_s']):.3f} s; baseline / score node {side['ratio']:.1f}x "
+              f"(median of the runs' ratios); overall metrics equal to {res['max_abs_diff']:.1e}")
         print(f"  load warm / sha256sum: {res['load warm']['median_s'] / res['sha256sum']['median_s']:.2f}x")
 
 

@@ -340,3 +340,12 @@ def test_appending_a_record_the_log_would_refuse_is_an_error(tmp_path):
     with pytest.raises(PredictionLogError, match="no status"):
         plog.append({"request_id": "a"})
     assert not plog.path.exists()
+
+
+def test_lines_that_do_not_decode_keep_their_place():
+    """A line msgspec cannot read (a NaN literal) costs only itself and never shifts the others."""
+    from jevkedro.nodes.infer import _INDEX_DECODER, decode_each
+
+    lines = [b'{"request_id": "%d", "status": "ok"}' % i if i % 97 else b'{"request_id": NaN}' for i in range(1000)]
+    out = decode_each(_INDEX_DECODER, lines, chunk=64)
+    assert [f.request_id if f else None for f in out] == [str(i) if i % 97 else None for i in range(1000)]

@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import msgspec
+import numpy as np
 from tqdm.auto import tqdm
 
 from jevkedro.models import Adapter, AdapterResult, StopRun, make_adapter
@@ -92,6 +93,10 @@ class LogEntry(NamedTuple):
     length: int
 
 
+def _new_entry(status: Any, sha: Any, cost: Any, offset: int, length: int) -> LogEntry:
+    return tuple.__new__(LogEntry, (status, sha, cost, offset, length))
+
+
 class _IndexFields(msgspec.Struct):
     """The fields of a record the index keeps; the rest of the line is skipped while decoding."""
 
@@ -104,6 +109,7 @@ class _IndexFields(msgspec.Struct):
 _INDEX_DECODER = msgspec.json.Decoder(_IndexFields)
 _STATUS_SET = frozenset(RECORD_STATUSES)
 _get_request_id, _get_status = attrgetter("request_id"), attrgetter("status")
+_get_sha, _get_cost = attrgetter("snapshot_sha256"), attrgetter("cost_usd")
 
 
 def _entry(record: Mapping[str, Any] | _IndexFields, offset: int, length: int) -> LogEntry:
@@ -222,12 +228,16 @@ class PredictionLog:
                 lines = block.split(b"\n")
                 lines.pop()  # after the last newline
                 fields = self._block_fields(lines, first)
-                ends = list(accumulate((len(line) + 1 for line in lines), initial=offset))  # + its newline
-                for f, start, end in zip(fields, ends, ends[1:]):
-                    if f is not None:
-                        index[f.request_id] = LogEntry(shared.setdefault(f.status, f.status),
-                                                       shared.setdefault(f.snapshot_sha256, f.snapshot_sha256),
-                                                       f.cost_usd, start, end - start)
+                lengths = [len(line) + 1 for line in lines]  # with its newline
+                starts = accumulate(lengths, initial=offset)
+                if None in fields:  # blank lines: not indexed
+                    keep = [i for i, f in enumerate(fields) if f is not None]
+                    starts = list(starts)
+                    fields, lengths, starts = ([x[i] for i in keep] for x in (fields, lengths, starts))
+                statuses = [shared.setdefault(v, v) for v in map(_get_status, fields)]
+                shas = [shared.setdefault(v, v) for v in map(_get_sha, fields)]
+                index.update(zip(map(_get_request_id, fields),
+                                 map(_new_entry, statuses, shas, map(_get_cost, fields), starts, lengths)))
                 first += len(lines)
                 offset += len(block)
         if rest:  # only the last line can lack its newline: a write cut short; dropped before appending
@@ -237,13 +247,18 @@ class PredictionLog:
 
     def _block_fields(self, lines: list[bytes], first: int) -> list[_IndexFields | None]:
         """The indexed fields of each line (None for a blank line); refuses a line that is not a record."""
+        fields = decode_each(_INDEX_DECODER, lines)
+        # lines msgspec could not read (NaN literals, ...) are read exactly, one by one
+        for i in [i for i, f in enumerate(fields) if f is None]:
+            fields[i] = self._fields(lines[i], first + i) if lines[i].strip() else None
+        decoded = [f for f in fields if f is not None] if None in fields else fields
         try:
-            fields = list(map(_INDEX_DECODER.decode, lines))
-            if set(map(type, map(_get_request_id, fields))) == {str} and set(map(_get_status, fields)) <= _STATUS_SET:
+            if set(map(type, map(_get_request_id, decoded))) <= {str} and set(map(_get_status, decoded)) <= _STATUS_SET:
                 return fields
-        except (msgspec.DecodeError, RecursionError, TypeError):
+        except TypeError:  # an unhashable status
             pass
-        return [self._fields(line, lineno) if line.strip() else None for lineno, line in enumerate(lines, start=first)]
+        return [f if f is None or not _problem(f.request_id, f.status) else self._fields(lines[i], first + i)
+                for i, f in enumerate(fields)]
 
     def line_number(self, offset: int) -> int:
         """The 1-based line at byte ``offset`` (for messages; counts the newlines before it)."""
@@ -296,15 +311,13 @@ class PredictionLog:
         if self._fh is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = open(self.path, "ab")
-        try:
-            text = json.dumps(record, ensure_ascii=False)
-        except ValueError:  # an integer past Python's digit limit: written as the reader reads it
-            text = json.dumps(_json_safe(record), ensure_ascii=False)
-        data = (text + "\n").encode("utf-8", errors="surrogatepass")
-        offset = self._fh.tell()
+            self._end = self._fh.seek(0, os.SEEK_END)
+        data = encode_record(record)
+        offset = self._end
         # One write per complete line: a kill leaves whole lines plus at most one torn tail.
         self._fh.write(data)
         self._fh.flush()
+        self._end += len(data)
         now = time.monotonic()
         if self.fsync_policy == "always" or (self.fsync_policy == "interval"
                                              and now - self._last_sync >= self.fsync_interval_s):
@@ -325,44 +338,74 @@ class PredictionLog:
 
     def compact(self, order: list[str]) -> None:
         """Rewrite atomically: one line per request (its latest), in ``order``; requests not in
-        ``order`` are dropped. Lines are copied byte for byte from the old file, in runs of
-        adjacent lines (one read per run), so memory stays flat."""
+        ``order`` are dropped. Lines are copied byte for byte from the old file, each run of
+        adjacent lines with one read (at most ``COMPACT_RUN_BYTES`` held), so memory stays flat."""
         self.close()
-        index: dict[str, LogEntry] = {}
+        old = self.index
+        kept = [(rid, e) for rid in order if (e := old.get(rid)) is not None]
+        lengths = np.fromiter((e.length for _, e in kept), dtype=np.int64, count=len(kept))
+        starts = np.fromiter((e.offset for _, e in kept), dtype=np.int64, count=len(kept))
+        new_offsets = np.zeros(len(kept) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=new_offsets[1:])
+        # a run ends where the next kept line does not follow it in the old file, or at the size cap
+        breaks = np.flatnonzero(starts[1:] != starts[:-1] + lengths[:-1]) + 1
+        bounds = _capped_runs(np.concatenate(([0], breaks, [len(kept)])), new_offsets, COMPACT_RUN_BYTES)
         with ExitStack() as stack:
-            src = stack.enter_context(open(self.path, "rb")) if self.index else None
+            src = stack.enter_context(open(self.path, "rb")) if kept else None
             dst = stack.enter_context(atomic_writer(self.path))
-            pos = 0
-            run_start = run_end = 0
-            run_ids: list[tuple[str, LogEntry]] = []
-
-            def flush_run() -> None:
-                nonlocal pos
-                if not run_ids:
-                    return
-                data = os.pread(src.fileno(), run_end - run_start, run_start)
-                if len(data) != run_end - run_start or not data.endswith(b"\n"):
-                    rid, entry = run_ids[-1]
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                size = int(new_offsets[b] - new_offsets[a])
+                data = os.pread(src.fileno(), size, int(starts[a]))
+                if len(data) != size or not data.endswith(b"\n"):
+                    rid, entry = kept[b - 1]
                     raise PredictionLogError(f"{self.path}: changed while it was being compacted "
                                              f"(line of {rid} at byte {entry.offset})")
                 dst.write(data)
-                for rid, entry in run_ids:
-                    index[rid] = entry._replace(offset=pos)
-                    pos += entry.length
-                run_ids.clear()
+        self.index = {rid: LogEntry(e.status, e.snapshot_sha256, e.cost_usd, off, e.length)
+                      for (rid, e), off in zip(kept, new_offsets.tolist())}
 
-            for rid in order:
-                entry = self.index.get(rid)
-                if entry is None:
-                    continue
-                if run_ids and (entry.offset != run_end or run_end - run_start >= COMPACT_RUN_BYTES):
-                    flush_run()
-                if not run_ids:
-                    run_start = run_end = entry.offset
-                run_ids.append((rid, entry))
-                run_end += entry.length
-            flush_run()
-        self.index = index
+
+def _capped_runs(bounds: np.ndarray, offsets: np.ndarray, cap: int) -> list[int]:
+    """Run boundaries with runs longer than ``cap`` bytes cut (at line boundaries)."""
+    out = [0]
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        while offsets[b] - offsets[a] > cap and b - a > 1:
+            a = max(int(np.searchsorted(offsets, offsets[a] + cap, side="right")) - 1, a + 1)
+            out.append(a)
+        out.append(b)
+    return sorted(set(out))
+
+
+def encode_record(record: Mapping[str, Any]) -> bytes:
+    """One log line (UTF-8, ending in a newline). msgspec writes it unless the response holds a
+    float JSON has no literal for (NaN, infinity: written ``NaN``/``Infinity`` by ``json.dumps``, so
+    the reader judges the number, not a null) or something msgspec does not write (a lone
+    surrogate, an integer past 64 bits)."""
+    try:
+        data = _RECORD_ENCODER.encode(record)
+        response = record.get("response")  # the rest of a record is ours: a null there is a None
+        if response is None or b"null" not in _RECORD_ENCODER.encode(response) or not _has_non_finite(response):
+            return data + b"\n"
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
+        pass
+    try:
+        text = json.dumps(record, ensure_ascii=False)
+    except ValueError:  # an integer past Python's digit limit: written as the reader reads it
+        text = json.dumps(_json_safe(record), ensure_ascii=False)
+    return (text + "\n").encode("utf-8", errors="surrogatepass")
+
+
+_RECORD_ENCODER = msgspec.json.Encoder()
+
+
+def _has_non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_has_non_finite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_non_finite(v) for v in value)
+    return False
 
 
 COMPACT_RUN_BYTES = 1 << 22  # at most this much of the log is held while compacting
@@ -413,11 +456,53 @@ class LogRecords(Mapping[str, dict[str, Any]]):
             for b in range(0, len(entries), SCORING_BATCH):
                 chunk = entries[b: b + SCORING_BATCH]
                 lines = _read_lines(fd, [e for _, e in chunk])
-                try:
-                    typed = list(map(RECORD_DECODER.decode, lines))
-                except (msgspec.DecodeError, RecursionError):
-                    typed = [_typed_or_none(RECORD_DECODER, line) for line in lines]
-                yield list(zip([rid for rid, _ in chunk], typed, lines))
+                yield list(zip([rid for rid, _ in chunk], decode_each(RECORD_DECODER, lines), lines))
+
+
+def decode_each(decoder: Any, lines: list[bytes], chunk: int = 256) -> list[Any]:
+    """``decoder.decode`` of every line, None where a line does not decode: a C-level map over
+    the lines. Lines holding ``NaN``/``Infinity`` (literals msgspec does not read; the log has
+    them where a model returned such a number) are set apart first, so no work is thrown away;
+    anything else that fails narrows the map to chunks, then to single lines."""
+    odd = _lines_with(lines, (b"NaN", b"Infinity"))
+    out: list[Any] = []
+    start = 0
+    for i in [*odd, len(lines)]:
+        out.extend(_decode_run(decoder, lines[start:i], chunk))
+        if i < len(lines):
+            out.append(_typed_or_none(decoder, lines[i]))
+        start = i + 1
+    return out
+
+
+def _lines_with(lines: list[bytes], tokens: tuple[bytes, ...]) -> list[int]:
+    """Indices of the lines holding any of ``tokens`` (searched in C over the joined lines)."""
+    joined = b"\n".join(lines)
+    found = []
+    for token in tokens:
+        at = joined.find(token)
+        while at >= 0:
+            found.append(at)
+            at = joined.find(token, at + 1)
+    if not found:
+        return []
+    ends = np.cumsum(np.fromiter(map(len, lines), dtype=np.int64, count=len(lines)) + 1)
+    return np.unique(np.searchsorted(ends, found, side="right")).tolist()
+
+
+def _decode_run(decoder: Any, lines: list[bytes], chunk: int) -> list[Any]:
+    try:
+        return list(map(decoder.decode, lines))
+    except (msgspec.DecodeError, RecursionError):
+        pass
+    out: list[Any] = []
+    for i in range(0, len(lines), chunk):
+        part = lines[i: i + chunk]
+        try:
+            out.extend(list(map(decoder.decode, part)))  # whole or not at all
+        except (msgspec.DecodeError, RecursionError):
+            out.extend(_typed_or_none(decoder, line) for line in part)
+    return out
 
 
 def _typed_or_none(decoder: Any, line: bytes) -> Any:

@@ -53,9 +53,23 @@ def _reference_terms(table: QuestionTable, nll_floor: float) -> dict[str, np.nda
         # one-hot hard label: NLL = -ln max(p_gold, floor); Brier = sum p^2 - 2 p_gold + 1
         "hard_nll": np.where(hv, -np.log(np.maximum(p_gold, nll_floor)), 0.0),
         "hard_brier": np.where(hv, (P**2).sum(axis=1) - 2 * p_gold + 1, 0.0),
-        "soft_kl": np.where(soft, M.kl_divergence(P, Y, nll_floor), 0.0),
+        "soft_kl": _soft_kl(P, Y, soft, nll_floor),
         "soft_brier": np.where(soft, M.brier(P, Y), 0.0),
     }
+
+
+def _soft_kl(P: np.ndarray, Y: np.ndarray, soft: np.ndarray, floor: float) -> np.ndarray:
+    """``KL(y || p)`` where ``soft`` (0 elsewhere). A one-hot row's KL is ``-ln max(p_label, floor)``
+    (its other terms are 0 and ``ln 1 = 0``): the same number, without the log of every cell;
+    only rows that are not one-hot take the full formula."""
+    out = np.zeros(len(P))
+    hot = soft & (Y.max(axis=1, initial=0.0) == 1.0) & ((Y != 0).sum(axis=1) == 1)
+    rows = np.flatnonzero(hot)
+    out[rows] = -np.log(np.maximum(P[rows, np.argmax(Y[rows], axis=1)], floor))
+    rest = np.flatnonzero(soft & ~hot)
+    if len(rest):
+        out[rest] = M.kl_divergence(P[rest], Y[rest], floor)
+    return out
 
 
 def _grouped(terms: dict[str, np.ndarray], codes: np.ndarray, n_groups: int, ece_method: str) -> list[dict[str, Any]]:

@@ -87,16 +87,23 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
 
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line_number, object)``; a malformed line raises naming file and line."""
+    """Yield ``(line_number, object)``; a malformed line raises naming file, line and column
+    (bytes that are not UTF-8 and numbers Python cannot read included)."""
     path = Path(path)
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise SourceFormatError(f"{path}:{lineno}: not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1})") from None
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise SourceFormatError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+            except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit, deep nesting
+                raise SourceFormatError(f"{path}:{lineno}: cannot be read ({type(exc).__name__}: {str(exc)[:200]})") from None
             if not isinstance(obj, dict):
                 raise SourceFormatError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
             yield lineno, obj
