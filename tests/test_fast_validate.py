@@ -199,17 +199,19 @@ def test_fast_path_equals_reference_on_a_predictions_log(case):
         assert_same(build_question_table(view, plog.records), reference_question_table(view, reread))
 
 
-def test_question_records_jsonl_is_byte_identical_to_json_dumps():
+def test_question_records_jsonl_holds_exactly_the_records():
     row = SnapshotRow("r\"1", {"state": "s", "questions": {"q": {"type": "noul", "instructions": "?"}, "ü": {"type": "noul"}}},
                       {"q": ["true", "false"], "ü": ["false", "true"]}, {"q": Target(label=0), "ü": Target(unscored=True)},
                       {}, {})
     preds = {"r\"1": {"status": "ok", "response": {"answers": {"q": {"noul": 0.123456789}, "ü": {"noul": "x\n"}}}}}
     recs = question_records(build_question_table([row], preds))
-    want = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs).encode("utf-8")
-    assert recs.jsonl() == want
-    assert recs[1]["reason"].startswith("noul must be") and recs[1]["unscored"] is True
-    error = question_records(build_question_table([row], {"r\"1": {"status": "error", "error": {"detail": ["x"]}}}))
-    assert error.jsonl() == "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in error).encode("utf-8")
+    assert [json.loads(line) for line in recs.jsonl().splitlines()] == list(recs)
+    assert recs[0]["probabilities"] == [0.123457, 0.876543] and recs[0]["correct"] is False  # label true, p 0.12
+    assert recs[1]["reason"].startswith("noul must be") and recs[1]["unscored"] is True and recs[1]["label"] is None
+    assert "unscored" not in recs[0]
+    for error in ({"detail": ["x"]}, "\ud800 lone surrogate"):  # any reason, even one msgspec does not write
+        table = build_question_table([row], {"r\"1": {"status": "error", "error": error}})
+        assert [json.loads(line) for line in question_records(table).jsonl().splitlines()] == list(question_records(table))
 
 
 def test_canonical_answers_never_reach_the_per_answer_rules(monkeypatch):

@@ -4,22 +4,24 @@
 :mod:`jevkedro.nodes.validate` (:func:`~jevkedro.nodes.validate.judge_request` on every request),
 without walking each answer through them:
 
-1. Each prediction record is decoded by msgspec straight into typed structs holding only what
-   validation reads (``status``, ``error``, the answers' ``type``/``noul``/``probabilities``/
-   ``choice``); probabilities are guaranteed to be floats by the decoder, so booleans, strings,
-   nulls, nested junk, numbers beyond the double range and ``NaN`` literals fail the typed
-   decoding instead of being checked one by one. Records read from a predictions log are
-   decoded from the log's bytes, a line at a time in runs (no dict per record).
-2. Answers of canonical shape — the declared type right, every candidate present in candidate
-   order (or in another order, remapped) — are grouped by candidate count ``K`` and checked as
-   ``(n, K)`` matrices: every value in [0, 1], row sum within the tolerance (row sums of a
-   ``(n, K)`` matrix are bitwise the sums the reference takes of each answer). Those pass
-   (normalised) or are rejected for their sum, with the reference's reason text.
+1. Each prediction record is decoded by msgspec into structs holding only what validation reads
+   (``status``, ``error``, each answer's ``type``/``noul``/``probabilities``/``choice``);
+   everything else in a record (usage, raw bodies, hashes) is skipped without being built.
+   Records read from a predictions log are decoded straight from the log's bytes, in runs of
+   lines (no dict per record); plain Python records are converted the same way.
+2. The answers of a batch are checked as whole groups: types first (a value that is not a
+   float — a boolean, an integer, a string, null, anything nested — leaves the fast path), then
+   the answers of canonical shape — the declared type right, every candidate present (in
+   candidate order, or remapped from another order), a choice that names one of them — are
+   grouped by candidate count ``K`` and checked as ``(n, K)`` matrices: every value in [0, 1],
+   row sum within the tolerance (row sums of a ``(n, K)`` matrix are bitwise the sums the
+   reference takes of each answer). Those pass (normalised) or are rejected for their sum, with
+   the reference's reason text (:func:`~jevkedro.nodes.validate.sum_reason`).
 3. Everything else is judged by the reference on the generic record: requests whose record did
    not decode typed, that carry unsupported questions or repeated keys, list-shaped bodies that
-   repeat an id, and answers that are missing keys, keyed by level names, out of range, of a
-   foreign type, with a foreign choice, ... The fast path never rejects on its own except for a
-   sum, so the reference decides every other rejection and writes its reason.
+   repeat an id, and answers that are missing, missing keys, keyed by level names, out of range,
+   of a foreign type, with a foreign choice, ... The fast path never rejects on its own except
+   for a sum, so the reference decides every other rejection and writes its reason.
 
 ``tests/test_fast_validate.py`` checks that both agree on random and adversarial answers.
 """
@@ -27,7 +29,7 @@ without walking each answer through them:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 from operator import attrgetter, is_
@@ -213,7 +215,6 @@ def _generic(raw: Any) -> Any:
 _EMPTY: dict[str, Any] = {}
 _get_latency, _get_first = attrgetter("latency_s"), attrgetter("first")
 _get_cost, _get_model = attrgetter("cost_usd"), attrgetter("model")
-_get_response, _get_unsupported, _get_meta = attrgetter("response"), attrgetter("unsupported_questions"), attrgetter("meta")
 
 
 def _status_or_none(rec: Record) -> Any:
@@ -516,41 +517,45 @@ def _reference_questions(layout: QuestionLayout, rows: Sequence[SnapshotRow], g:
 
 # -- per-question records as JSON lines ------------------------------------------------------------
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+class QuestionLine(msgspec.Struct, omit_defaults=True, gc=False):
+    """One line of ``questions.jsonl`` (the fields of :class:`~jevkedro.nodes.validate.QuestionRecords`)."""
+
+    request_id: str
+    question: str
+    type: str
+    status: Any
+    reason: Any
+    probabilities: list[float] | None
+    label: int | None
+    correct: bool | None
+    unscored: bool = False
 
 
+_LINES = msgspec.json.Encoder()
+
+
+@gc_paused()
 def question_records_jsonl(records: QuestionRecords) -> bytes:
-    """``json.dumps(record, ensure_ascii=False) + "\\n"`` for every record, built column-wise:
-    the JSON text of each distinct id/type/status is made once, probabilities per row."""
+    """Every record as a JSON line, built column-wise: one struct per question made by a C-level
+    map over the columns, encoded by msgspec in one call (``json.dumps`` for a table whose
+    values msgspec does not write, e.g. a lone surrogate in a reason)."""
     t = records.table
     n = len(t)
     if not n:
         return b""
-    memo: dict[Any, str] = {}
-
-    def text(values: Iterable[Any], encode: Callable[[Any], str] = _dumps) -> list[str]:
-        return [memo[v] if v in memo else memo.setdefault(v, encode(v)) for v in values]
-
-    rid = text(t.request_id.tolist())
-    qid = text(t.question_id.tolist())
-    qtype = text(t.qtype.tolist())
-    status = text(t.status.tolist())
-    reason = ["null" if r is None else (text((r,))[0] if isinstance(r, str) else _dumps(r)) for r in t.reason]
-    probs = ["null"] * n
+    probs: list[Any] = [None] * n
     ok = records._ok
     for k in np.unique(t.K[ok]).tolist():
-        rows_k = np.flatnonzero(ok & (t.K == k))
-        for i, row in zip(rows_k.tolist(), records._rounded[rows_k, :k].tolist()):
-            probs[i] = "[" + ", ".join(map(repr, row)) + "]"
-    label = t.label.tolist()
+        rows_k = np.flatnonzero(ok & (t.K == k)).tolist()
+        for i, row in zip(rows_k, records._rounded[rows_k, :k].tolist()):
+            probs[i] = row
+    hard = t.label >= 0
+    label = np.where(hard, t.label, -1).tolist()
     correct = records._correct.tolist()
-    unscored = t.unscored.tolist()
-    lines = [
-        f'{{"request_id": {rid[i]}, "question": {qid[i]}, "type": {qtype[i]}, "status": {status[i]}, '
-        f'"reason": {reason[i]}, "probabilities": {probs[i]}, "label": {"null" if label[i] < 0 else label[i]}, '
-        f'"correct": {"null" if label[i] < 0 else ("true" if correct[i] else "false")}'
-        f'{", " + chr(34) + "unscored" + chr(34) + ": true" if unscored[i] else ""}}}\n'
-        for i in range(n)
-    ]
-    return "".join(lines).encode("utf-8")
+    lines = list(map(QuestionLine, t.request_id.tolist(), t.question_id.tolist(), t.qtype.tolist(), t.status.tolist(),
+                     t.reason, probs, [v if v >= 0 else None for v in label],
+                     [c if h else None for c, h in zip(correct, hard.tolist())], t.unscored.tolist()))
+    try:
+        return _LINES.encode_lines(lines)
+    except (TypeError, ValueError, msgspec.EncodeError):
+        return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8", errors="surrogatepass")

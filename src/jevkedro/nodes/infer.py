@@ -310,13 +310,14 @@ class PredictionLog:
             raise PredictionLogError(f"{self.path}: refusing to append a record with {why}")
         if self._fh is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(self.path, "ab")
+            self._fh = open(self.path, "ab", buffering=0)  # unbuffered: each write is the system call
             self._end = self._fh.seek(0, os.SEEK_END)
         data = encode_record(record)
         offset = self._end
         # One write per complete line: a kill leaves whole lines plus at most one torn tail.
-        self._fh.write(data)
-        self._fh.flush()
+        written = self._fh.write(data)
+        while written < len(data):  # a short write (a full disk raises on the next one)
+            written += self._fh.write(data[written:])
         self._end += len(data)
         now = time.monotonic()
         if self.fsync_policy == "always" or (self.fsync_policy == "interval"
@@ -327,7 +328,6 @@ class PredictionLog:
 
     def sync(self) -> None:
         if self._fh is not None:
-            self._fh.flush()
             os.fsync(self._fh.fileno())
 
     def close(self) -> None:
@@ -350,12 +350,15 @@ class PredictionLog:
         # a run ends where the next kept line does not follow it in the old file, or at the size cap
         breaks = np.flatnonzero(starts[1:] != starts[:-1] + lengths[:-1]) + 1
         bounds = _capped_runs(np.concatenate(([0], breaks, [len(kept)])), new_offsets, COMPACT_RUN_BYTES)
+        offsets, old_starts = new_offsets.tolist(), starts.tolist()
         with ExitStack() as stack:
             src = stack.enter_context(open(self.path, "rb")) if kept else None
             dst = stack.enter_context(atomic_writer(self.path))
-            for a, b in zip(bounds[:-1], bounds[1:]):
-                size = int(new_offsets[b] - new_offsets[a])
-                data = os.pread(src.fileno(), size, int(starts[a]))
+            for a, b in zip(bounds, bounds[1:]):
+                if a == b:
+                    continue
+                size = offsets[b] - offsets[a]
+                data = os.pread(src.fileno(), size, old_starts[a])
                 if len(data) != size or not data.endswith(b"\n"):
                     rid, entry = kept[b - 1]
                     raise PredictionLogError(f"{self.path}: changed while it was being compacted "
@@ -366,7 +369,10 @@ class PredictionLog:
 
 
 def _capped_runs(bounds: np.ndarray, offsets: np.ndarray, cap: int) -> list[int]:
-    """Run boundaries with runs longer than ``cap`` bytes cut (at line boundaries)."""
+    """Run boundaries (as a list) with runs longer than ``cap`` bytes cut at line boundaries."""
+    sizes = offsets[bounds[1:]] - offsets[bounds[:-1]]
+    if not (sizes > cap).any():
+        return bounds.tolist()
     out = [0]
     for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         while offsets[b] - offsets[a] > cap and b - a > 1:
