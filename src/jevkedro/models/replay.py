@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from jevkedro.models.base import Adapter, AdapterResult
+from jevkedro.nodes.gcpause import gc_paused
 from jevkedro.nodes.jsonparse import JSONTextError, ParsedJSON, parse_json
 from jevkedro.nodes.snapshot import SourceFormatError, sha256_file
 
@@ -82,17 +83,20 @@ class ReplayAdapter(Adapter):
         data = self.path.read_bytes()
         if data.startswith(BOM):
             data = data[len(BOM):]
+        # Only the lines are kept (bytes; the parsed answers would be millions of small objects for
+        # the cycle collector to walk through the whole run): answer() reads its line again.
         lines: dict[str, tuple[int, bytes]] = {}
         n = 0
-        for lineno, line in enumerate(data.split(b"\n"), start=1):
-            if not line.strip():
-                continue
-            n += 1
-            rid, _ = self._read(lineno, line)
-            if rid in lines:
-                raise self._error(lineno, f"request_id {rid!r} repeats line {lines[rid][0]}; a replay file "
-                                          "has one line per request")
-            lines[rid] = (lineno, line)
+        with gc_paused():
+            for lineno, line in enumerate(data.split(b"\n"), start=1):
+                if not line.strip():
+                    continue
+                n += 1
+                rid, _ = self._read(lineno, line)
+                if rid in lines:
+                    raise self._error(lineno, f"request_id {rid!r} repeats line {lines[rid][0]}; a replay file "
+                                              "has one line per request")
+                lines[rid] = (lineno, line)
         self._lines, self._n_lines = lines, n
 
     def has(self, request_id: str) -> bool:

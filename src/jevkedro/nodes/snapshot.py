@@ -17,7 +17,7 @@ import os
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -407,6 +407,43 @@ _SHAPE_DECODERS = {
 _LEVELS = msgspec.json.Decoder(list[Any])
 
 
+class LazyRequest(Mapping[str, Any]):
+    """A request (``{"state", "questions", ...}``) decoded from its TSV cell on first read, then
+    kept. Read-only like the dict it stands for; pickles (Dask) and compares as that dict."""
+
+    __slots__ = ("_cell", "_value")
+
+    def __init__(self, cell: bytes) -> None:
+        self._cell: bytes | None = cell
+        self._value: dict[str, Any] | None = None
+
+    def _decoded(self) -> dict[str, Any]:
+        if self._value is None:
+            self._value = _CELL_DECODERS["request"].decode(self._cell)
+            self._cell = None
+        return self._value
+
+    def __getitem__(self, key: str) -> Any:
+        return self._decoded()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._decoded())
+
+    def __len__(self) -> int:
+        return len(self._decoded())
+
+    def __eq__(self, other: object) -> bool:
+        return self._decoded() == (other._decoded() if isinstance(other, LazyRequest) else other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self):
+        return dict, (self._decoded(),)
+
+    def __repr__(self) -> str:
+        return repr(self._decoded())
+
+
 class SnapshotRows(Sequence[SnapshotRow]):
     """The rows of a loaded TSV, each decoded into a :class:`SnapshotRow` when first used and kept.
 
@@ -465,16 +502,16 @@ class SnapshotRows(Sequence[SnapshotRow]):
     def __repr__(self) -> str:
         return f"SnapshotRows({self.path}, {len(self)} rows)"
 
-    def requests(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        """``(request id, request)`` of every row, decoding only the request cells of rows not
-        decoded yet."""
-        decode = _CELL_DECODERS["request"]
+    def requests(self) -> Iterator[tuple[str, Mapping[str, Any]]]:
+        """``(request id, request)`` of every row; the request cell of a row not decoded yet is
+        decoded when the request is first read (:class:`LazyRequest`): a replay run never
+        decodes one."""
         for i, row in enumerate(self._rows):
             if row is not None:
                 yield row.request_id, row.request
             else:
                 rid, cell = self.line(i).split(b"\t", 2)[:2]
-                yield rid.decode("utf-8"), decode.decode(cell)
+                yield rid.decode("utf-8"), LazyRequest(cell)
 
     @property
     def layout(self):
