@@ -109,7 +109,7 @@ def _fast(raw: bytes) -> Any:
     """The value when msgspec's reading is provably the exact one, else ``_NOT_FAST``."""
     if b"\\\\" in raw and b"\\u" in raw:  # an escaped backslash makes "\u003a" counting ambiguous
         return _NOT_FAST
-    if _LONG_DIGITS.search(raw):
+    if len(raw) >= 300 and _LONG_DIGITS.search(raw):
         return _NOT_FAST
     try:
         value = _DECODER.decode(raw)
