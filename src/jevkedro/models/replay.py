@@ -46,7 +46,7 @@ class ReplayAdapter(Adapter):
         if not path:
             raise ValueError("the replay adapter needs model.path=<answers.jsonl>")
         self.path = Path(path)
-        self._lines: dict[str, tuple[int, bytes, ParsedJSON]] | None = None  # request id -> (line number, line, parsed)
+        self._lines: dict[str, tuple[int, bytes]] | None = None  # request id -> (line number, line)
         self._n_lines = 0
 
     @property
@@ -83,20 +83,20 @@ class ReplayAdapter(Adapter):
         data = self.path.read_bytes()
         if data.startswith(BOM):
             data = data[len(BOM):]
-        # Each line is read once, here (every line is checked before anything is scored); what it
-        # says is kept for answer(). The collector is paused while they pile up.
-        lines: dict[str, tuple[int, bytes, ParsedJSON]] = {}
+        # Only the lines are kept (bytes, about the file's size): the parsed answers would be
+        # several kilobytes of small objects per request. answer() reads its line again.
+        lines: dict[str, tuple[int, bytes]] = {}
         n = 0
         with gc_paused():
             for lineno, line in enumerate(data.split(b"\n"), start=1):
                 if not line.strip():
                     continue
                 n += 1
-                rid, parsed = self._read(lineno, line)
+                rid, _ = self._read(lineno, line)
                 if rid in lines:
                     raise self._error(lineno, f"request_id {rid!r} repeats line {lines[rid][0]}; a replay file "
                                               "has one line per request")
-                lines[rid] = (lineno, line, parsed)
+                lines[rid] = (lineno, line)
         self._lines, self._n_lines = lines, n
 
     def has(self, request_id: str) -> bool:
@@ -109,7 +109,8 @@ class ReplayAdapter(Adapter):
         found = self._lines.get(request_id)
         if found is None:
             return AdapterResult(status="unattempted")
-        _, line, parsed = found
+        lineno, line = found
+        _, parsed = self._read(lineno, line)
         body = parsed.value["response"]
         # repeats inside the response, as paths from the body's top; a repeated "response" key
         # of the line stays ["response"]: a path outside answers/<id> touches every question
