@@ -12,8 +12,9 @@ some sums fall outside 1 ± 0.01; 0.5% adversarial answers: missing and foreign 
 strings, NaN, 400-digit integers, level-name keys, keys out of order, list-shaped bodies,
 repeated keys). Then, medians over ``--repeats``:
 
-- ``log write`` / ``log compact``: every record appended to the predictions log (one line, one
-  flush each), then compacted into snapshot order;
+- ``log write`` / ``log open+compact``: every record appended to the predictions log in a
+  shuffled order (one line, one write each), then the log opened (every line checked, indexed)
+  and compacted into snapshot order;
 - ``load cold`` / ``load warm``: ``load_snapshot`` + ``verify_snapshot_bytes`` without and with
   the layout cache; ``sha256sum`` of the TSV in the same run (the ideal for the hashing part);
 - ``score node``: ``steps.score(snapshot, PredictionLog(path), model)`` on a loaded snapshot,
@@ -227,7 +228,7 @@ def log_io(work: Path, repeats: int) -> dict:
         plog.close()
 
     stage("log write", write_log, repeats, res)
-    stage("log compact", lambda: PredictionLog(log_path).compact(order), repeats, res, before=write_log)
+    stage("log open+compact", lambda: PredictionLog(log_path).compact(order), repeats, res, before=write_log)
     PredictionLog(log_path).write_meta({"identity": {"adapter": "replay", "model": "bench"}, "probability_source": "native"})
     return res
 
