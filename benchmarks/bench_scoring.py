@@ -1,6 +1,6 @@
 """The score node as Kedro runs it, against a straightforward per-question Python scorer.
 
-Command (from the project root, after `make setup`; about 6 minutes on the 2-core machine):
+Command (from the project root, after `make setup`; about 20 minutes on the 2-core machine, most of it the 1M size):
 
     .venv/bin/python benchmarks/bench_scoring.py --questions 10000 100000 460000 1000000 --repeats 3
 
