@@ -1,110 +1,321 @@
-"""Scoring speed and memory on a Decision-Index-sized synthetic view.
+"""The score node as Kedro runs it, against a straightforward per-question Python scorer.
 
-Command (from the project root, after `make setup`):
+Command (from the project root, after `make setup`; about 20 minutes on the 2-core machine, most of it the 1M size):
 
-    .venv/bin/python benchmarks/bench_scoring.py --requests 140178 --repeats 5
+    .venv/bin/python benchmarks/bench_scoring.py --questions 10000 100000 460000 1000000 --repeats 3
 
-Builds ``--requests`` synthetic requests (1-3 questions each, mixed noul/choice/score, K up to 6)
-and uniform-noise answers in memory, then times, over ``--repeats`` runs, (a) validation into the
-question table, (b) the generic metrics with all slices, (c) the reference-protocol report; and,
-for comparison, the same overall metrics computed by a plain per-question Python loop. Prints
-medians, the vectorised/loop ratio and the peak RSS.
+For each size (in its own subprocess, so memory figures do not mix) a synthetic view is written
+the way a run leaves it: a snapshot (``zh_decision_bench`` view name, so the family's reference
+report runs; about 2 questions per request, noul/choice/score with 2-8 candidates, 43 domains x 3
+difficulties x 2 languages) and a predictions log (answers rounded to 2 decimals as Jev does, so
+some sums fall outside 1 ± 0.01; 0.5% adversarial answers: missing and foreign keys, booleans,
+strings, NaN, 400-digit integers, level-name keys, keys out of order, list-shaped bodies,
+repeated keys). Then, medians over ``--repeats``:
+
+- ``log write`` / ``log open+compact``: every record appended to the predictions log in a
+  shuffled order (one line, one write each), then the log opened (every line checked, indexed)
+  and compacted into snapshot order;
+- ``load cold`` / ``load warm``: ``load_snapshot`` + ``verify_snapshot_bytes`` without and with
+  the layout cache; ``sha256sum`` of the TSV in the same run (the ideal for the hashing part);
+- ``score node``: ``steps.score(snapshot, PredictionLog(path), model)`` on a loaded snapshot,
+  from the log on disk: validation, generic metrics with every slice, the reference report,
+  the report and the per-question records;
+- ``questions save``: writing the per-question records (``questions.jsonl``);
+- ``side by side``: the score node and a straightforward scorer alternate ``--repeats`` times in
+  the same process: the same log read with ``json.loads`` line by line, every question validated
+  by the reference rules (``judge_request``) and accuracy/NLL/Brier/ECE accumulated one question
+  at a time (its rows decoded before the clock starts); its values must equal the node's overall
+  metrics to 1e-9. The ratio is the median of the runs' ratios.
+
+Each size runs in three fresh processes (writing the inputs; log write/compact; load and score),
+so the memory figures of a stage are not those of the data generator. Per stage it prints the
+median seconds, seconds per million questions, the peak RSS of the stage (``VmHWM``, reset before
+each stage) and what the stage added over the RSS it started from, per request.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
-import resource
+import os
+import random
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
-from jevkedro.nodes.reference import reference_report
-from jevkedro.nodes.report import generic_metrics
-from jevkedro.nodes.validate import build_question_table
+from jevkedro.nodes import steps
+from jevkedro.nodes.infer import PredictionLog
+from jevkedro.nodes.layout import cache_path
+from jevkedro.nodes.snapshot import PreparedView, commit_dataset, load_snapshot, verify_snapshot_bytes
+from jevkedro.nodes.validate import judge_request, question_records
 from jevkedro.protocol import SnapshotRow, Target
 
+VIEW = "zh_decision_bench"
+DOMAINS = [f"domain-{i:02d}" for i in range(43)]
 
-def synthetic_view(n: int, seed: int = 0):
-    rng = np.random.default_rng(seed)
-    rows, preds = [], {}
-    for i in range(n):
+
+def synthetic(n_questions: int, seed: int = 0) -> tuple[list[SnapshotRow], list[dict]]:
+    """Rows and one prediction record per row (see the module docstring)."""
+    rng = random.Random(seed)
+    rows, records = [], []
+    i = q_total = 0
+    while q_total < n_questions:
+        n_q = min(rng.choice((1, 2, 3)), n_questions - q_total)
         questions, cands, targets, answers = {}, {}, {}, {}
-        for j in range(int(rng.integers(1, 4))):
-            qtype = ("noul", "choice", "score")[int(rng.integers(0, 3))]
+        for j in range(n_q):
             qid = f"q{j}"
+            qtype = rng.choice(("noul", "choice", "score"))
             if qtype == "noul":
                 keys = ["true", "false"]
-                questions[qid] = {"type": "noul", "instructions": "?"}
-                p = float(rng.random())
-                answers[qid] = {"type": "noul", "noul": round(p, 2)}
+                questions[qid] = {"type": "noul", "instructions": "Is it so?", "criteria": {"true": "yes", "false": "no"}}
+                answer = {"type": "noul", "noul": round(rng.random(), 2)}
             else:
-                k = int(rng.integers(2, 7))
-                keys = [f"o{c}" for c in range(k)] if qtype == "choice" else [str(c) for c in range(k)]
-                crit = {key: None for key in keys} if qtype == "choice" else [f"level {c}" for c in range(k)]
-                questions[qid] = {"type": qtype, "instructions": "?", "criteria": crit}
-                raw = rng.random(k)
-                answers[qid] = {"type": qtype, "probabilities": dict(zip(keys, np.round(raw / raw.sum(), 2).tolist()))}
-            cands[qid] = keys
-            targets[qid] = Target(label=int(rng.integers(0, len(keys))))
-        rid = f"r{i}"
-        rows.append(SnapshotRow(rid, {"state": f"state {i}", "questions": questions}, cands, targets,
-                                {"domain": f"d{i % 43}", "difficulty": ("easy", "mid", "hard")[i % 3]}, {}))
-        preds[rid] = {"status": "ok", "response": {"answers": answers}}
-    return rows, preds
+                k = rng.randint(2, 8)
+                if qtype == "choice":
+                    keys = [f"opt{c}" for c in range(k)]
+                    questions[qid] = {"type": "choice", "instructions": "Which one?", "criteria": {c: f"option {c}" for c in keys}}
+                else:
+                    keys = [str(c) for c in range(k)]
+                    questions[qid] = {"type": "score", "instructions": "How much?", "criteria": [f"level {c}" for c in range(k)]}
+                w = [rng.random() for _ in keys]
+                answer = {"type": qtype, "probabilities": {c: round(x / sum(w), 2) for c, x in zip(keys, w)}}
+                if qtype == "choice":
+                    answer["choice"] = max(answer["probabilities"], key=answer["probabilities"].get)
+            if rng.random() < 0.005:
+                answer = adversarial(rng, qtype, keys, answer)
+            cands[qid], targets[qid], answers[qid] = keys, Target(label=rng.randrange(len(keys))), answer
+        rid = f"r{i:07d}"
+        rows.append(SnapshotRow(rid, {"state": f"Synthetic state {i}.", "questions": questions}, cands, targets,
+                                {"domain": DOMAINS[i % 43], "difficulty": ("easy", "mid", "hard")[i % 3],
+                                 "language": ("en", "zh")[i % 2]}, {"generator": "bench_scoring"}))
+        body: dict = {"model": "bench-1", "answers": answers}
+        if rng.random() < 0.001:  # the list-shaped /decide flavour
+            body = {"model": "bench-1", "answers": [{"id": q, **a} for q, a in answers.items()]}
+        record = {"request_id": rid, "status": "ok", "response": body, "latency_s": None, "model": "bench-1",
+                  "usage": {"input_tokens": 120, "output_tokens": 0}, "error": None, "unsupported_questions": [],
+                  "snapshot_sha256": None, "first": False, "probability_source": "native", "cost_usd": None}
+        if rng.random() < 0.001:
+            record["meta"] = {"duplicate_keys": [["answers", "q0", "probabilities", "x"]]}
+        records.append(record)
+        i += 1
+        q_total += n_q
+    return rows, records
 
 
-def loop_metrics(table) -> dict:
-    """The overall accuracy/NLL/Brier computed one question at a time (the baseline)."""
-    hits = n_hard = 0
-    nll_sum = brier_sum = 0.0
-    n_prob = 0
-    for i in range(len(table)):
-        k = table.K[i]
-        p = table.P[i, :k].tolist()
-        y = table.Y[i, :k].tolist()
-        if table.label[i] >= 0:
+def adversarial(rng: random.Random, qtype: str, keys: list[str], answer: dict) -> dict:
+    kind = rng.randrange(8)
+    probs = dict(answer.get("probabilities") or {"true": answer.get("noul", 0.5), "false": 1 - answer.get("noul", 0.5)})
+    if kind == 0:
+        probs.pop(next(iter(probs)))
+    elif kind == 1:
+        probs["foreign"] = 0.0
+    elif kind == 2:
+        probs[next(iter(probs))] = True
+    elif kind == 3:
+        probs[next(iter(probs))] = "0.5"
+    elif kind == 4:
+        probs[next(iter(probs))] = float("nan")
+    elif kind == 5:
+        probs[next(iter(probs))] = 10 ** 400
+    elif kind == 6:
+        probs = dict(reversed(list(probs.items())))  # valid, out of candidate order
+    else:
+        return {"type": qtype, "noul": rng.choice([None, 1.5, -0.1, "yes"])}
+    return {"type": qtype, "probabilities": probs}
+
+
+def baseline(snapshot, log_path: Path) -> dict:
+    """Straightforward scoring: per line, per question, in plain Python."""
+    records = {}
+    with open(log_path, "rb") as fh:
+        for line in fh:
+            rec = json.loads(line)
+            records[rec["request_id"]] = rec
+    n_hard = hits = n_prob = 0
+    nll = brier = 0.0
+    bins_n, bins_conf, bins_hit = [0] * 15, [0.0] * 15, [0.0] * 15
+    edges = np.linspace(0.0, 1.0, 16).tolist()
+    for row in snapshot.rows:
+        for (status, p, _), (qid, _) in zip(judge_request(row, records.get(row.request_id)), row.request["questions"].items()):
+            label = row.targets[qid].label
+            probs = p.tolist() if p is not None else None
+            top = probs.index(max(probs)) if probs else -1
             n_hard += 1
-            hits += table.status[i] == "ok" and p.index(max(p)) == table.label[i]
-        if table.status[i] == "ok":
-            n_prob += 1
-            nll_sum += -sum(yy * math.log(max(pp, 1e-12)) for pp, yy in zip(p, y))
-            brier_sum += sum((pp - yy) ** 2 for pp, yy in zip(p, y))
-    return {"accuracy": hits / n_hard, "nll": nll_sum / n_prob, "brier": brier_sum / n_prob}
+            hits += status == "ok" and top == label
+            if status == "ok":
+                n_prob += 1
+                nll += -math.log(max(probs[label], 1e-12))
+                brier += sum((x - (1.0 if k == label else 0.0)) ** 2 for k, x in enumerate(probs))
+                conf = probs[top]
+                b = min(int(conf * 15), 14)
+                while b > 0 and conf < edges[b]:  # the same left-closed edges as the vectorised ECE
+                    b -= 1
+                while b < 14 and conf >= edges[b + 1]:
+                    b += 1
+                bins_n[b] += 1
+                bins_conf[b] += conf
+                bins_hit[b] += top == label
+    ece = sum(abs(h - c) for h, c in zip(bins_hit, bins_conf)) / n_prob
+    return {"accuracy": hits / n_hard, "nll": nll / n_prob, "brier": brier / n_prob, "ece": ece}
+
+
+# -- measuring ---------------------------------------------------------------------------------------
+
+def _status_kb(field: str) -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field):
+                return int(line.split()[1])
+    return 0
+
+
+def _reset_peak() -> None:
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        pass
+
+
+def stage(name: str, fn, repeats: int, results: dict, before=None):
+    """Run ``fn`` ``repeats`` times; record the median seconds and the peak RSS of the runs."""
+    times, out = [], None
+    rss0 = _status_kb("VmRSS")
+    _reset_peak()
+    for _ in range(repeats):
+        out = None  # the previous run's result is not kept alive through the next one
+        if before:
+            before()
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    results[name] = {"median_s": statistics.median(times), "runs_s": times, "peak_kb": _status_kb("VmHWM"), "start_kb": rss0}
+    return out
+
+
+def make(work: Path, n_questions: int) -> dict:
+    """Phase 1 (own process): the snapshot and the predictions log on disk."""
+    rows, records = synthetic(n_questions)
+    commit_dataset(PreparedView(view=VIEW, family="zh_decision_bench", data="synthetic", rows=rows, sources=[],
+                                scoring={"note": "bench_scoring synthetic view"}), work / "snap")
+    plog = PredictionLog(work / "records.jsonl")  # the answers, in snapshot order: the input of phase 2
+    for rec in records:
+        plog.append(rec)
+    plog.close()
+    return {"questions": sum(len(r.request["questions"]) for r in rows), "requests": len(rows)}
+
+
+def log_io(work: Path, repeats: int) -> dict:
+    """Phase 2 (own process): writing the log as answers arrive, compacting it."""
+    records = [json.loads(line) for line in (work / "records.jsonl").read_bytes().splitlines()]
+    order = [r["request_id"] for r in records]
+    random.Random(1).shuffle(records)  # answers arrive out of order, as they do at concurrency > 1
+    log_path = work / "out" / "predictions.jsonl"
+    res: dict = {}
+
+    def write_log() -> None:
+        log_path.unlink(missing_ok=True)
+        plog = PredictionLog(log_path)
+        for rec in records:
+            plog.append(rec)
+        plog.close()
+
+    stage("log write", write_log, repeats, res)
+    stage("log open+compact", lambda: PredictionLog(log_path).compact(order), repeats, res, before=write_log)
+    PredictionLog(log_path).write_meta({"identity": {"adapter": "replay", "model": "bench"}, "probability_source": "native"})
+    return res
+
+
+def score(work: Path, repeats: int) -> dict:
+    """Phase 3 (own process, started with nothing but the files): load, score, save, baseline."""
+    log_path = work / "out" / "predictions.jsonl"
+    tsv = work / "snap" / f"{VIEW}.tsv"
+    res: dict = {}
+    stage("sha256sum", lambda: subprocess.run(["sha256sum", str(tsv)], check=True, capture_output=True), repeats, res)
+    stage("load cold", lambda: verify_snapshot_bytes(load_snapshot(work / "snap", VIEW)), repeats, res,
+          before=lambda: cache_path(tsv).unlink(missing_ok=True))
+    snapshot = stage("load warm", lambda: verify_snapshot_bytes(load_snapshot(work / "snap", VIEW)), repeats, res)
+    model = {"name": "bench", "adapter": "replay"}
+    report, official, qrecords = stage("score node", lambda: steps.score(snapshot, PredictionLog(log_path), model),
+                                       repeats, res)
+    stage("questions save", lambda: (work / "questions.jsonl").write_bytes(question_records(qrecords.table).jsonl()),
+          repeats, res)
+    qrecords = None  # not kept alive through the side-by-side runs
+    # side by side: the score node and the baseline alternate, so a slower phase of a shared machine
+    # falls on both; the baseline's rows are decoded before its clock starts
+    rows_snapshot = load_snapshot(work / "snap", VIEW)
+    list(rows_snapshot.rows)
+    node_s, base_s = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        steps.score(snapshot, PredictionLog(log_path), model)
+        node_s.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        base = baseline(rows_snapshot, log_path)
+        base_s.append(time.perf_counter() - t0)
+    res["side by side"] = {"node_s": node_s, "baseline_s": base_s,
+                           "ratio": statistics.median(b / n for b, n in zip(base_s, node_s))}
+    overall = report["metrics"]["overall"]
+    res["max_abs_diff"] = max(abs(base[k] - overall[k]) for k in base)
+    res["coverage"] = report["coverage"]["by_status"]
+    res["slices"] = sum(len(v) for k, v in report["metrics"].items() if k != "overall") + \
+        sum(len(v) for k, v in official["groups"].items() if k != "overall")
+    res["log_bytes"] = log_path.stat().st_size
+    res["tsv_bytes"] = tsv.stat().st_size
+    return res
+
+
+def _phase(*args: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, *args], check=True, capture_output=True, text=True, env={**os.environ})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_size(n_questions: int, repeats: int) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="bench_scoring_"))
+    try:
+        res = _phase("--phase", "make", str(work), str(n_questions))
+        res.update(_phase("--phase", "io", str(work), str(repeats)))
+        res.update(_phase("--phase", "score", str(work), str(repeats)))
+        return res
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--requests", type=int, default=140_178)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--questions", type=int, nargs="+", default=[10_000, 100_000, 460_000, 1_000_000])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--phase", nargs=3, help=argparse.SUPPRESS)  # one phase in this process: prints JSON
     args = ap.parse_args()
-    rows, preds = synthetic_view(args.requests)
-    times: dict[str, list[float]] = {"validate": [], "generic": [], "reference": [], "overall_vectorised": [], "overall_loop": []}
-    for _ in range(args.repeats):
-        t0 = time.perf_counter()
-        table = build_question_table(rows, preds)
-        t1 = time.perf_counter()
-        generic = generic_metrics(table)
-        t2 = time.perf_counter()
-        reference_report(table, {"domain": "domain", "difficulty": "difficulty", "task": "question"}, "equal_width")
-        t3 = time.perf_counter()
-        from jevkedro.nodes.metrics import summarize_table
-        overall = summarize_table(table)
-        t4 = time.perf_counter()
-        loop = loop_metrics(table)
-        t5 = time.perf_counter()
-        for key, val in zip(times, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
-            times[key].append(val)
-    assert abs(loop["accuracy"] - overall["accuracy"]) < 1e-12 and abs(loop["nll"] - overall["nll"]) < 1e-9
-    med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"requests {args.requests}, questions {len(table)}, repeats {args.repeats}")
-    for key, val in med.items():
-        print(f"  {key:<20} median {val * 1000:9.1f} ms")
-    print(f"  loop / vectorised overall metrics: {med['overall_loop'] / med['overall_vectorised']:.0f}x")
-    print(f"  slices in generic metrics: {sum(len(v) for k, v in generic.items() if k != 'overall')}")
-    print(f"  peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    if args.phase:
+        name, work, arg = args.phase
+        fn = {"make": make, "io": log_io, "score": score}[name]
+        print(json.dumps(fn(Path(work), int(arg))))
+        return
+    for n in args.questions:
+        res = run_size(n, args.repeats)
+        nq, nr = res["questions"], res["requests"]
+        print(f"\n{nq:,} questions, {nr:,} requests (log {res['log_bytes'] / 1e6:.0f} MB, TSV {res['tsv_bytes'] / 1e6:.0f} MB), "
+              f"medians of {args.repeats}; {res['slices']} slice groups; statuses {res['coverage']}")
+        print(f"  {'stage':<16}{'median s':>10}{'s / 1M q':>10}{'peak RSS MiB':>14}{'added B/request':>17}")
+        for name, st in res.items():
+            if not isinstance(st, dict) or "median_s" not in st:
+                continue
+            added = max(st["peak_kb"] - st["start_kb"], 0) * 1024 / nr
+            print(f"  {name:<16}{st['median_s']:>10.3f}{st['median_s'] / nq * 1e6:>10.2f}"
+                  f"{st['peak_kb'] / 1024:>14.0f}{added:>17.0f}")
+        side = res["side by side"]
+        print(f"  side by side, {args.repeats} alternating runs: score node {statistics.median(side['node_s']):.3f} s, "
+              f"baseline {statistics.median(side['baseline_s']):.3f} s; baseline / score node {side['ratio']:.1f}x "
+              f"(median of the runs' ratios); overall metrics equal to {res['max_abs_diff']:.1e}")
+        print(f"  load warm / sha256sum: {res['load warm']['median_s'] / res['sha256sum']['median_s']:.2f}x")
 
 
 if __name__ == "__main__":

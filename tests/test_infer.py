@@ -8,7 +8,7 @@ import pytest
 
 from jevkedro.models import Adapter, AdapterResult, StopRun, make_adapter
 from jevkedro.models.sparrow import SparrowAdapter
-from jevkedro.nodes.infer import PredictionLog, run_inference
+from jevkedro.nodes.infer import PredictionLog, PredictionLogError, run_inference
 from jevkedro.nodes.snapshot import SnapshotError, load_snapshot, verify_snapshot_bytes
 from jevkedro.pipelines import zh_decision_bench as zh
 from support import ZH_RAW
@@ -249,3 +249,103 @@ def test_a_batch_with_a_missing_result_is_an_error_not_a_silently_dropped_reques
 
     with pytest.raises(RuntimeError, match="returned 3 results for 4 requests"):
         run_inference(snapshot, ShortBatchAdapter(), PredictionLog(tmp_path / "p.jsonl"), EngineSettings(batch_size=4))
+
+
+# -- the log read back: every line a record, numbers as the reader reads them ---------------------
+
+@pytest.mark.parametrize("line, why", [
+    ('{"request_id": "b", "response": {}}', "no status"),
+    ('{"request_id": "b", "status": "done"}', "status 'done' is not one of ok, unsupported, error, unattempted"),
+    ('{"status": "ok"}', "no request_id"),
+    ('{"request_id": 7, "status": "ok"}', "request_id is int, not a string"),
+    ('["b", "ok"]', "a JSON list, not an object"),
+    ('{"request_id": "b", "status": "ok", "response": {"answers": {"q": {"noul": 0.5}}}', "not valid JSON"),
+])
+def test_a_line_that_is_not_a_record_is_refused_naming_the_line(tmp_path, line, why):
+    path = tmp_path / "predictions.jsonl"
+    path.write_text('{"request_id": "a", "status": "ok"}\n' + line + '\n{"request_id": "c", "status": "ok"}\n')
+    with pytest.raises(PredictionLogError) as err:
+        PredictionLog(path)
+    assert f"predictions.jsonl:2: not a prediction record: {why}" in str(err.value)
+    assert "fix or delete that line" in str(err.value)
+
+
+def test_a_fault_is_located_at_its_column(tmp_path):
+    path = tmp_path / "predictions.jsonl"
+    bad = '{"request_id": "b", "status": "ok", "response": {"answers": {"q": {"noul": 0.5,}}}}'
+    path.write_text('{"request_id": "a", "status": "ok"}\n' + bad + "\n")
+    with pytest.raises(PredictionLogError, match=rf"predictions.jsonl:2: .* at column {bad.index(',}') + 2}"):
+        PredictionLog(path)
+
+
+@pytest.mark.parametrize("text", ['{"identity": {"adapter": "replay", "model"', "", "[1, 2]"])
+def test_a_damaged_run_json_names_the_file_and_what_to_do(tmp_path, text):
+    plog = PredictionLog(tmp_path / "predictions.jsonl")
+    plog.meta_path.write_text(text)
+    with pytest.raises(PredictionLogError) as err:
+        plog.meta()
+    assert str(plog.meta_path) in str(err.value) and "delete" in str(err.value) and "predictions.jsonl" in str(err.value)
+
+
+def test_numbers_no_float_holds_are_written_and_read_back_as_infinity(tmp_path):
+    """A local adapter's answer with a 5,000-digit integer (past json.dumps' own limit) and a NaN:
+    the run goes on, the log reads back, and the answers are judged invalid."""
+    from jevkedro.nodes.validate import build_question_table, reference_question_table
+    from jevkedro.testing import synthetic_rows, synthetic_snapshot
+
+    snap = synthetic_snapshot(tmp_path / "snap", synthetic_rows(3))
+
+    class Wild(CountingAdapter):
+        def answer(self, request_id, request):
+            result = super().answer(request_id, request)
+            result.response["answers"]["is_billing"]["noul"] = {"r00000": 10 ** 5000, "r00001": float("nan")}.get(request_id, 0.5)
+            return result
+
+    path = tmp_path / "p.jsonl"
+    assert run_inference(snap, Wild(), PredictionLog(path))["statuses"] == {"ok": 3}
+    plog = PredictionLog(path)
+    assert plog.records["r00000"]["response"]["answers"]["is_billing"]["noul"] == float("inf")
+    table = build_question_table(snap, plog.records)
+    assert table.status.tolist() == ["invalid", "ok", "ok", "invalid", "ok", "ok", "ok", "ok", "ok"]
+    assert table.reason[0] == "noul must be a number in [0, 1], got inf" and table.reason[3].endswith("got nan")
+    ref = reference_question_table(snap.rows, {rid: plog.records[rid] for rid in plog.records})
+    assert table.status.tolist() == ref.status.tolist() and table.reason == ref.reason
+
+
+def test_an_uncompacted_log_is_scored_by_each_requests_latest_line(snapshot, tmp_path):
+    path = tmp_path / "p.jsonl"
+    plog = PredictionLog(path)
+    rows = snapshot.rows[:3]
+    for row in rows:  # first every request as an error, then answered; blank lines between
+        plog.append({"request_id": row.request_id, "status": "error", "error": "HTTP 500"})
+    plog.close()
+    with open(path, "a") as fh:
+        fh.write("\n  \n")
+    plog = PredictionLog(path)
+    for row in rows[1:]:
+        plog.append({"request_id": row.request_id, "status": "ok",
+                     "response": CountingAdapter().answer(row.request_id, row.request).response})
+    plog.close()
+    from jevkedro.nodes.validate import build_question_table
+
+    table = build_question_table(snapshot, PredictionLog(path).records)
+    by_request = dict(zip(table.request_id, table.status))
+    assert by_request[rows[0].request_id] == "error" and by_request[rows[1].request_id] == "ok"
+    assert table.requests.status[:3] == ["error", "ok", "ok"]  # one record per request, in log order
+    assert table.requests.unattempted == len(snapshot.rows) - 3
+
+
+def test_appending_a_record_the_log_would_refuse_is_an_error(tmp_path):
+    plog = PredictionLog(tmp_path / "p.jsonl")
+    with pytest.raises(PredictionLogError, match="no status"):
+        plog.append({"request_id": "a"})
+    assert not plog.path.exists()
+
+
+def test_lines_that_do_not_decode_keep_their_place():
+    """A line msgspec cannot read (a NaN literal) costs only itself and never shifts the others."""
+    from jevkedro.nodes.infer import _INDEX_DECODER, decode_each
+
+    lines = [b'{"request_id": "%d", "status": "ok"}' % i if i % 97 else b'{"request_id": NaN}' for i in range(1000)]
+    out = decode_each(_INDEX_DECODER, lines, chunk=64)
+    assert [f.request_id if f else None for f in out] == [str(i) if i % 97 else None for i in range(1000)]

@@ -161,6 +161,9 @@ class JSONLinesDataset(AbstractDataset[list, list]):
             return [json.loads(line) for line in fh if line.strip()]
 
     def save(self, data: list[dict[str, Any]]) -> None:
+        if hasattr(data, "jsonl"):  # per-question records write themselves column-wise (same records)
+            atomic_write_bytes(self.filepath, data.jsonl())
+            return
         text = "".join(json.dumps(rec, ensure_ascii=False) + "\n" for rec in data)
         atomic_write_bytes(self.filepath, text.encode("utf-8"))
 

@@ -9,6 +9,7 @@ what a rerun has to ask again.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,6 +112,12 @@ class Adapter(ABC):
     @abstractmethod
     def answer(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
         """Answer one request; time spent here is the request's latency."""
+
+    def run_notes(self, request_ids: Sequence[str]) -> dict[str, Any]:
+        """What the adapter has to say about a finished run of the snapshot's ``request_ids``
+        (merged into ``run.json``, which the report reads); the replay adapter names the request
+        ids of its file that the snapshot does not have."""
+        return {}
 
     def answer_batch(self, items: list[tuple[str, dict[str, Any]]]) -> list[AdapterResult]:
         """Answer several requests in one go (local runtimes override this to batch the forward pass)."""

@@ -17,16 +17,18 @@ thread-safe and pool connections). What every remote adapter needs lives here:
   :class:`StopRun` (429 carries ``retry-after`` so a retry policy may wait it out); 413/422 are an
   error for this request only (failure ``request``); any other non-2xx status is failure
   ``server``; a dropped connection or reset is ``connection``; a 2xx body that is not JSON is
-  ``malformed`` (its text is kept as returned).
+  ``malformed`` (its text is kept as returned). A JSON body is read by
+  :func:`jevkedro.nodes.jsonparse.parse_json`: a key it repeats is reported
+  (:attr:`HttpReply.duplicate_keys`) and a number beyond the double range (a 5,000-digit integer)
+  is read as infinity, to be judged invalid at scoring, never a reason to call the body malformed.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
@@ -35,6 +37,7 @@ from pydantic import Field
 
 from jevkedro.config import AdapterOptions, PositiveFloat
 from jevkedro.models.base import Adapter, AdapterResult, StopRun
+from jevkedro.nodes.jsonparse import JSONTextError, parse_json
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +74,14 @@ def check_endpoint(endpoint: Any) -> str:
 
 @dataclass
 class HttpReply:
-    """A 2xx reply: the parsed JSON body (None when not JSON) and the body text as received."""
+    """A 2xx reply: the parsed JSON body, the body text as received and the paths of the keys the
+    body repeats (see :mod:`jevkedro.nodes.jsonparse`; validation marks what they touch invalid)."""
 
     status: int
     body: Any
     text: str
     request_id: str | None
+    duplicate_keys: list[list[Any]] = field(default_factory=list)
 
 
 class HttpAdapter(Adapter):
@@ -185,9 +190,9 @@ class HttpAdapter(Adapter):
         if not 200 <= status < 300:
             return AdapterResult(status="error", failure="server",
                                  error=f"HTTP {status}: {self._excerpt(text)}", **common)
-        try:
-            body = json.loads(text)
-        except ValueError as exc:
+        try:  # repeated keys are found and numbers beyond the double range read as infinity
+            parsed = parse_json(text)
+        except JSONTextError as exc:
             return AdapterResult(status="error", failure="malformed",
                                  error=f"HTTP {status} with a body that is not JSON ({exc})", **common)
-        return HttpReply(status, body, text, request_id)
+        return HttpReply(status, parsed.value, text, request_id, [list(p) for p in parsed.duplicate_keys])

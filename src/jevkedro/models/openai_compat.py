@@ -30,6 +30,7 @@ from jevkedro.config import NonNegativeFloat, PositiveInt
 from jevkedro.models.base import AdapterResult
 from jevkedro.models.http import HttpAdapter
 from jevkedro.models.systemone import media_parts
+from jevkedro.nodes.jsonparse import parse_json
 from jevkedro.protocol import ProtocolError, candidates_for
 
 SYSTEM_PROMPT = (
@@ -129,25 +130,32 @@ class OpenAICompatAdapter(HttpAdapter):
         model = chat.get("model") if isinstance(chat.get("model"), str) else self.model_id
         u = chat.get("usage") if isinstance(chat.get("usage"), dict) else {}
         usage = {"input_tokens": u.get("prompt_tokens"), "output_tokens": u.get("completion_tokens")} if u else None
-        converted, problem = self.to_system_one(chat, request["questions"], model)
+        converted, problem, repeats = self.to_system_one(chat, request["questions"], model)
+        # keys repeated in the chat envelope are ambiguous for every answer ("(reply)" keeps their
+        # paths apart from the written answers' own)
+        repeats += [["(reply)", *p] for p in reply.duplicate_keys]
+        meta = {"verbalized_problem": problem} if problem else {}
         return AdapterResult(status="ok", response=converted, raw=reply.text, model=model, usage=usage,
                              http_status=reply.status, server_request_id=reply.request_id,
-                             meta={"verbalized_problem": problem} if problem else {})
+                             meta={**meta, "duplicate_keys": repeats} if repeats else meta)
 
     @staticmethod
-    def to_system_one(chat: dict[str, Any], questions: dict[str, Any], model: str) -> tuple[dict[str, Any], str | None]:
-        """The written answer as a System One body, and what was wrong with it (None if nothing)."""
+    def to_system_one(chat: dict[str, Any], questions: dict[str, Any],
+                      model: str) -> tuple[dict[str, Any], str | None, list[list[Any]]]:
+        """The written answer as a System One body, what was wrong with it (None if nothing) and
+        the keys the written JSON repeats (paths as in the body: ``answers/<id>/...``)."""
         try:
             content = chat["choices"][0]["message"]["content"]
-            written = json.loads(content)["answers"]
+            parsed = parse_json(content)  # repeats found; numbers beyond the double range -> inf
+            written = parsed.value["answers"]
             if not isinstance(written, dict):
                 raise TypeError("answers is not an object")
         except (KeyError, IndexError, TypeError, ValueError) as exc:
-            return {"model": model, "answers": {}}, f"no schema answer in the reply ({type(exc).__name__}: {exc})"
+            return {"model": model, "answers": {}}, f"no schema answer in the reply ({type(exc).__name__}: {exc})", []
         answers = {}
         for qid, q in questions.items():
             item = written.get(qid)
             probs = item.get("probabilities") if isinstance(item, dict) else None
             if isinstance(probs, dict):
                 answers[qid] = {"type": q["type"], "probabilities": probs}
-        return {"model": model, "answers": answers}, None
+        return {"model": model, "answers": answers}, None, [list(p) for p in parsed.duplicate_keys]

@@ -1,12 +1,27 @@
 """Replay adapter: scores answers recorded elsewhere.
 
-Reads a JSONL file whose lines are ``{"request_id": ..., "response": <System One body>}``.
-Requests with no line are ``unattempted``. A malformed line names file and line. The response is
-kept exactly as recorded; validity is judged at scoring time.
+Reads a JSONL file whose lines are ``{"request_id": ..., "response": <System One body>}`` (UTF-8;
+a byte-order mark at the start is allowed, blank lines are skipped). Requests with no line are
+``unattempted``. The response is kept as recorded; validity is judged at scoring time. Lines are
+read with :func:`jevkedro.nodes.jsonparse.parse_json`, so:
+
+- a line that is not JSON, not UTF-8 or not a replay record is refused naming file, line and
+  column (before anything is scored);
+- a ``request_id`` on two lines is refused naming both lines (no line silently wins);
+- a key repeated inside one line's response is carried with the record
+  (``meta.duplicate_keys``) and makes the answers it touches ``invalid``; a repeated
+  ``request_id`` key is refused (which request would the line answer?);
+- a number beyond the double range (a 400-digit integer) is read as infinity and judged
+  ``invalid`` at scoring; the line as written is kept in the record (``raw_response``) whenever
+  reading it changed something (a repeat or such a number);
+- request ids the snapshot does not have are counted and named (first few) in the run's
+  ``run.json`` (``replay``), in the report and as a warning: they are never scored.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +29,14 @@ from pydantic import Field
 
 from jevkedro.config import AdapterOptions
 from jevkedro.models.base import Adapter, AdapterResult
-from jevkedro.nodes.snapshot import SourceFormatError, read_jsonl, sha256_file
+from jevkedro.nodes.gcpause import gc_paused
+from jevkedro.nodes.jsonparse import JSONTextError, ParsedJSON, parse_json
+from jevkedro.nodes.snapshot import SourceFormatError, sha256_file
+
+log = logging.getLogger(__name__)
+
+BOM = b"\xef\xbb\xbf"
+UNKNOWN_IDS_NAMED = 10  # how many unknown request ids the run metadata names (all are counted)
 
 
 class ReplayAdapter(Adapter):
@@ -31,7 +53,8 @@ class ReplayAdapter(Adapter):
         if not path:
             raise ValueError("the replay adapter needs model.path=<answers.jsonl>")
         self.path = Path(path)
-        self._responses: dict[str, Any] = {}
+        self._lines: dict[str, tuple[int, bytes]] | None = None  # request id -> (line number, line)
+        self._n_lines = 0
 
     @property
     def model_id(self) -> str:
@@ -40,22 +63,84 @@ class ReplayAdapter(Adapter):
     def identity(self) -> dict[str, Any]:
         return {"adapter": self.kind, "model": self.model_id, "file_sha256": sha256_file(self.path)}
 
+    def _error(self, lineno: int, what: str) -> SourceFormatError:
+        return SourceFormatError(f"{self.path}:{lineno}: {what} (model.path names this replay file)")
+
+    def _read(self, lineno: int, line: bytes) -> tuple[str, ParsedJSON]:
+        """One line as ``(request id, parsed line)``; refuses a line that is not a replay record."""
+        try:
+            parsed = parse_json(line)
+        except JSONTextError as exc:
+            raise self._error(lineno, f"not valid JSON: {exc.within_line()}") from None
+        obj = parsed.value
+        if not isinstance(obj, dict):
+            raise self._error(lineno, f"expected a JSON object, got a JSON {type(obj).__name__}")
+        rid = obj.get("request_id")
+        if not isinstance(rid, str) or "response" not in obj:
+            raise self._error(lineno, "a replay line needs request_id (a string) and response")
+        if ("request_id",) in parsed.duplicate_keys:
+            raise self._error(lineno, "the key request_id appears twice: which request does the line answer?")
+        return rid, parsed
+
     def setup(self) -> None:
+        if self._lines is not None:
+            return
         if not self.path.is_file():
-            raise FileNotFoundError(f"replay file not found: {self.path}")
-        for lineno, obj in read_jsonl(self.path):
-            rid = obj.get("request_id")
-            if not isinstance(rid, str) or "response" not in obj:
-                raise SourceFormatError(f"{self.path}:{lineno}: a replay line needs request_id and response")
-            self._responses[rid] = obj["response"]
+            raise FileNotFoundError(f"replay file not found: {self.path} (model.path)")
+        data = self.path.read_bytes()
+        if data.startswith(BOM):
+            data = data[len(BOM):]
+        # Only the lines are kept (bytes, about the file's size): the parsed answers would be
+        # several kilobytes of small objects per request. answer() reads its line again.
+        lines: dict[str, tuple[int, bytes]] = {}
+        n = 0
+        with gc_paused():
+            for lineno, line in enumerate(data.split(b"\n"), start=1):
+                if not line.strip():
+                    continue
+                n += 1
+                rid, _ = self._read(lineno, line)
+                if rid in lines:
+                    raise self._error(lineno, f"request_id {rid!r} repeats line {lines[rid][0]}; a replay file "
+                                              "has one line per request")
+                lines[rid] = (lineno, line)
+        self._lines, self._n_lines = lines, n
 
     def has(self, request_id: str) -> bool:
-        return request_id in self._responses
+        self.setup()
+        return request_id in self._lines
 
     def answer(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
-        if request_id not in self._responses:
+        if self._lines is None:
+            self.setup()
+        found = self._lines.get(request_id)
+        if found is None:
             return AdapterResult(status="unattempted")
-        body = self._responses[request_id]
+        lineno, line = found
+        _, parsed = self._read(lineno, line)
+        body = parsed.value["response"]
+        # repeats inside the response, as paths from the body's top; a repeated "response" key
+        # of the line stays ["response"]: a path outside answers/<id> touches every question
+        repeats = [list(p[1:]) if len(p) > 1 else list(p) for p in parsed.duplicate_keys if p[0] == "response"]
         model = body.get("model") if isinstance(body, dict) else None
         usage = body.get("usage") if isinstance(body, dict) else None
-        return AdapterResult(status="ok", response=body, model=model or self.model_id, usage=usage)
+        return AdapterResult(status="ok", response=body, model=model if isinstance(model, str) and model else self.model_id,
+                             usage=usage if isinstance(usage, dict) else None,
+                             meta={"duplicate_keys": repeats} if repeats else {},
+                             raw=None if parsed.exact else line.decode("utf-8"))
+
+    def run_notes(self, request_ids: Sequence[str]) -> dict[str, Any]:
+        """The file's account for ``run.json``: lines, requests it answers, and the request ids it
+        has that the snapshot does not (counted; the first ``UNKNOWN_IDS_NAMED`` named)."""
+        self.setup()
+        known = set(request_ids)
+        unknown = [rid for rid in self._lines if rid not in known]
+        if unknown:
+            log.warning("%s: %d request ids are not in the snapshot and are not scored (first: %s)",
+                        self.path, len(unknown), ", ".join(unknown[:UNKNOWN_IDS_NAMED]))
+        return {"replay": {
+            "file": self.path.name,
+            "lines": self._n_lines,
+            "requests_answered": len(self._lines) - len(unknown),
+            "unknown_request_ids": {"count": len(unknown), "first": unknown[:UNKNOWN_IDS_NAMED]},
+        }}

@@ -207,4 +207,5 @@ class SystemOneAdapter(HttpAdapter):
         usage = parsed.get("usage") if is_obj and isinstance(parsed.get("usage"), dict) else None
         return AdapterResult(status="ok", response=parsed, raw=reply.text, model=model or self.model_id,
                              usage=usage, http_status=reply.status, server_request_id=reply.request_id,
-                             unsupported_questions=skipped)
+                             unsupported_questions=skipped,
+                             meta={"duplicate_keys": reply.duplicate_keys} if reply.duplicate_keys else {})

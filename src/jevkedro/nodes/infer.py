@@ -41,30 +41,43 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass
+from itertools import accumulate
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import msgspec
+import numpy as np
 from tqdm.auto import tqdm
 
 from jevkedro.config import FSYNC_POLICIES, EngineSettings, ModelSettings, RetrySettings
 from jevkedro.models import Adapter, AdapterResult, StopRun, make_adapter
+from jevkedro.nodes.gcpause import gc_paused
+from jevkedro.nodes.jsonparse import JSONTextError, parse_json
 from jevkedro.nodes.snapshot import Snapshot, atomic_write_bytes, atomic_writer
 
 log = logging.getLogger(__name__)
 
 FINAL_STATUSES = {"ok", "unsupported"}
+RECORD_STATUSES = ("ok", "unsupported", "error", "unattempted")
+SCORING_BATCH = 8192  # records judged per batch while scoring
+READ_BLOCK = 1 << 22  # bytes of log read at once while scoring
+_FIX_LINE = ("the log is written by jevkedro one record per line; fix or delete that line "
+             "(a deleted line's request is asked again) or delete the log to start afresh")
 
 
 class PredictionLogError(ValueError):
-    """A predictions log line that is not a record (names file and line)."""
+    """A predictions log line that is not a record, or a damaged ``run.json`` (names the file,
+    the line and what to do)."""
 
 
 class LogEntry(NamedTuple):
@@ -79,27 +92,74 @@ class LogEntry(NamedTuple):
     length: int
 
 
-def _entry(record: Mapping[str, Any], offset: int, length: int) -> LogEntry:
-    status, sha = record.get("status"), record.get("snapshot_sha256")
+def _new_entry(status: Any, sha: Any, cost: Any, offset: int, length: int) -> LogEntry:
+    return tuple.__new__(LogEntry, (status, sha, cost, offset, length))
+
+
+class _IndexFields(msgspec.Struct):
+    """The fields of a record the index keeps; the rest of the line is skipped while decoding."""
+
+    request_id: Any = msgspec.UNSET
+    status: Any = msgspec.UNSET
+    snapshot_sha256: Any = None
+    cost_usd: Any = None
+
+
+_INDEX_DECODER = msgspec.json.Decoder(_IndexFields)
+_STATUS_SET = frozenset(RECORD_STATUSES)
+_get_request_id, _get_status = attrgetter("request_id"), attrgetter("status")
+_get_sha, _get_cost = attrgetter("snapshot_sha256"), attrgetter("cost_usd")
+
+
+def _entry(record: Mapping[str, Any] | _IndexFields, offset: int, length: int) -> LogEntry:
+    if isinstance(record, _IndexFields):
+        status, sha, cost = record.status, record.snapshot_sha256, record.cost_usd
+    else:
+        status, sha, cost = record.get("status"), record.get("snapshot_sha256"), record.get("cost_usd")
     return LogEntry(sys.intern(status) if isinstance(status, str) else status,
-                    sys.intern(sha) if isinstance(sha, str) else sha,
-                    record.get("cost_usd"), offset, length)
+                    sys.intern(sha) if isinstance(sha, str) else sha, cost, offset, length)
+
+
+def _problem(request_id: Any, status: Any) -> str | None:
+    """What makes decoded fields not a prediction record (None: they are one)."""
+    if request_id is msgspec.UNSET:
+        return "no request_id"
+    if not isinstance(request_id, str):
+        return f"request_id is {type(request_id).__name__}, not a string"
+    if status is msgspec.UNSET:
+        return "no status (a record without one would silently be asked again)"
+    if status not in RECORD_STATUSES:
+        return f"status {status!r} is not one of {', '.join(RECORD_STATUSES)}"
+    return None
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with integers beyond the double range as ±infinity (``jsonparse`` reads them so),
+    for records a local adapter filled with Python ints too long for ``json.dumps``."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 1024:
+        return math.inf if value > 0 else -math.inf
+    return value
 
 
 class PredictionLog:
     """Append-only JSONL of prediction records for one (model, view), tolerant of a torn tail.
 
     Memory stays flat however many requests a view has: while answers are appended only the small
-    :class:`LogEntry` index is kept per request; the full records are read back from the file on
-    first use of :attr:`records` (scoring needs them all), and :meth:`compact` copies lines from
-    the old file to the new one without holding them.
+    :class:`LogEntry` index is kept per request; :attr:`records` reads a record from the file when
+    it is asked for (scoring decodes them all straight from the log's bytes, see
+    :class:`LogRecords`), and :meth:`compact` copies lines from the old file to the new one without
+    holding them. Every line is checked when the log is opened: a line that is not a record (not
+    JSON, no ``request_id``, no or an unknown ``status``) is refused naming file and line.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.meta_path = self.path.with_name("run.json")
         self.index: dict[str, LogEntry] = {}
-        self._records: dict[str, dict[str, Any]] | None = None
         self._fh = None
         self.fsync_policy = "interval"
         self.fsync_interval_s = 1.0
@@ -112,59 +172,125 @@ class PredictionLog:
             raise ValueError(f"model.fsync must be one of {FSYNC_POLICIES}, got {fsync!r}")
         self.fsync_policy, self.fsync_interval_s = fsync, float(fsync_interval_s)
 
-    def _parse(self, line: bytes, lineno: int | str) -> dict[str, Any]:
+    def _refuse(self, where: int | str, why: str) -> PredictionLogError:
+        return PredictionLogError(f"{self.path}:{where}: not a prediction record: {why}; {_FIX_LINE}")
+
+    def _parse(self, line: bytes, where: int | str) -> dict[str, Any]:
+        """A whole record, read exactly (:func:`~jevkedro.nodes.jsonparse.parse_json`)."""
         try:
-            rec = json.loads(line)
-            if not isinstance(rec["request_id"], str):
-                raise TypeError("request_id is not a string")
-        except (ValueError, KeyError, TypeError) as exc:
-            raise PredictionLogError(f"{self.path}:{lineno}: not a prediction record ({exc})") from None
+            rec = parse_json(line).value
+        except JSONTextError as exc:
+            raise self._refuse(where, f"not valid JSON ({exc.within_line()})") from None
+        if not isinstance(rec, dict):
+            raise self._refuse(where, f"a JSON {type(rec).__name__}, not an object")
+        why = _problem(rec.get("request_id", msgspec.UNSET), rec.get("status", msgspec.UNSET))
+        if why:
+            raise self._refuse(where, why)
         return rec
 
+    def _fields(self, line: bytes, lineno: int) -> _IndexFields:
+        try:
+            fields = _INDEX_DECODER.decode(line)
+        except (msgspec.DecodeError, RecursionError):  # NaN literals, oversized numbers, not an object...
+            rec = self._parse(line, lineno)
+            return _IndexFields(rec["request_id"], rec["status"], rec.get("snapshot_sha256"), rec.get("cost_usd"))
+        why = _problem(fields.request_id, fields.status)
+        if why:
+            raise self._refuse(lineno, why)
+        return fields
+
+    @gc_paused()
     def _scan(self) -> None:
-        """Index every line (later lines win); cut off a torn last line left by a killed run."""
+        """Index every line (later lines win); cut off a torn last line left by a killed run.
+
+        The log is read in blocks; the lines of a block are decoded by msgspec in one C-level pass
+        (only the indexed fields are kept) and checked together; a block with a line that is not a
+        record is gone through line by line to name the line.
+        """
+        index = self.index
         offset = 0
+        first = 1  # line number of the block's first line
+        rest = b""
+        shared: dict[Any, Any] = {}  # one string object per distinct status and snapshot hash
         with open(self.path, "rb") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.endswith(b"\n"):
-                    break  # only the last line can lack its newline: a write cut short
-                if line.strip():
-                    rec = self._parse(line, lineno)
-                    self.index[rec["request_id"]] = _entry(rec, offset, len(line))
-                offset += len(line)
-        size = self.path.stat().st_size
-        if offset < size:  # drop it before appending, so the next line starts on its own
-            log.warning("%s: dropping a torn last line (%d bytes)", self.path, size - offset)
+            while chunk := fh.read(READ_BLOCK):
+                data = rest + chunk
+                cut = data.rfind(b"\n") + 1
+                block, rest = data[:cut], data[cut:]
+                if not block:
+                    continue
+                lines = block.split(b"\n")
+                lines.pop()  # after the last newline
+                fields = self._block_fields(lines, first)
+                lengths = [len(line) + 1 for line in lines]  # with its newline
+                starts = accumulate(lengths, initial=offset)
+                if None in fields:  # blank lines: not indexed
+                    keep = [i for i, f in enumerate(fields) if f is not None]
+                    starts = list(starts)
+                    fields, lengths, starts = ([x[i] for i in keep] for x in (fields, lengths, starts))
+                statuses = [shared.setdefault(v, v) for v in map(_get_status, fields)]
+                shas = [shared.setdefault(v, v) for v in map(_get_sha, fields)]
+                index.update(zip(map(_get_request_id, fields),
+                                 map(_new_entry, statuses, shas, map(_get_cost, fields), starts, lengths)))
+                first += len(lines)
+                offset += len(block)
+        if rest:  # only the last line can lack its newline: a write cut short; dropped before appending
+            log.warning("%s: dropping a torn last line (%d bytes)", self.path, len(rest))
             with open(self.path, "r+b") as fh:
                 fh.truncate(offset)
 
+    def _block_fields(self, lines: list[bytes], first: int) -> list[_IndexFields | None]:
+        """The indexed fields of each line (None for a blank line); refuses a line that is not a record."""
+        fields = decode_each(_INDEX_DECODER, lines)
+        # lines msgspec could not read (NaN literals, ...) are read exactly, one by one
+        for i in [i for i, f in enumerate(fields) if f is None]:
+            fields[i] = self._fields(lines[i], first + i) if lines[i].strip() else None
+        decoded = [f for f in fields if f is not None] if None in fields else fields
+        try:
+            if set(map(type, map(_get_request_id, decoded))) <= {str} and set(map(_get_status, decoded)) <= _STATUS_SET:
+                return fields
+        except TypeError:  # an unhashable status
+            pass
+        return [f if f is None or not _problem(f.request_id, f.status) else self._fields(lines[i], first + i)
+                for i, f in enumerate(fields)]
+
+    def line_number(self, offset: int) -> int:
+        """The 1-based line at byte ``offset`` (for messages; counts the newlines before it)."""
+        with open(self.path, "rb") as fh:
+            return fh.read(offset).count(b"\n") + 1
+
+    def read_line(self, entry: LogEntry) -> bytes:
+        with open(self.path, "rb") as fh:
+            return os.pread(fh.fileno(), entry.length, entry.offset)
+
     @property
-    def records(self) -> dict[str, dict[str, Any]]:
-        """Every request's latest record by request id, in log order (read from the file once)."""
-        if self._records is None:
-            if self._fh is not None:
-                self._fh.flush()
-            records: dict[str, dict[str, Any]] = {}
-            if self.index:
-                with open(self.path, "rb") as fh:
-                    for rid, entry in self.index.items():
-                        fh.seek(entry.offset)
-                        records[rid] = self._parse(fh.read(entry.length), f"byte {entry.offset}")
-            self._records = records
-        return self._records
+    def records(self) -> LogRecords:
+        """Every request's latest record by request id, in log order (a mapping read from the
+        file on access: nothing is held in memory)."""
+        return LogRecords(self)
 
     def meta(self) -> dict[str, Any] | None:
-        if self.meta_path.is_file():
-            return json.loads(self.meta_path.read_text(encoding="utf-8"))
-        return None
+        """The run's identity and settings (``run.json``), or None when there is none."""
+        if not self.meta_path.is_file():
+            return None
+        try:
+            meta = json.loads(self.meta_path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            where = f"line {exc.lineno} column {exc.colno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+            raise PredictionLogError(
+                f"{self.meta_path}: damaged or truncated ({where}); it records which model and settings wrote "
+                f"{self.path.name}: delete both files to ask every request afresh") from None
+        if not isinstance(meta, dict):
+            raise PredictionLogError(f"{self.meta_path}: expected a JSON object, got {type(meta).__name__}; "
+                                     f"delete it together with {self.path.name} to ask every request afresh")
+        return meta
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         atomic_write_bytes(self.meta_path, (json.dumps(meta, indent=2) + "\n").encode("utf-8"))
 
     def reset(self) -> None:
         self.close()
-        self.index.clear()
-        self._records = None
+        self.index = {}
         self.path.unlink(missing_ok=True)
 
     def done(self, snapshot_sha256: str) -> set[str]:
@@ -172,26 +298,29 @@ class PredictionLog:
                 if e.status in FINAL_STATUSES and e.snapshot_sha256 == snapshot_sha256}
 
     def append(self, record: dict[str, Any]) -> None:
+        why = _problem(record.get("request_id", msgspec.UNSET), record.get("status", msgspec.UNSET))
+        if why:  # never write a line the log would refuse when it is read back
+            raise PredictionLogError(f"{self.path}: refusing to append a record with {why}")
         if self._fh is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(self.path, "ab")
-        data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
-        offset = self._fh.tell()
+            self._fh = open(self.path, "ab", buffering=0)  # unbuffered: each write is the system call
+            self._end = self._fh.seek(0, os.SEEK_END)
+        data = encode_record(record)
+        offset = self._end
         # One write per complete line: a kill leaves whole lines plus at most one torn tail.
-        self._fh.write(data)
-        self._fh.flush()
+        written = self._fh.write(data)
+        while written < len(data):  # a short write (a full disk raises on the next one)
+            written += self._fh.write(data[written:])
+        self._end += len(data)
         now = time.monotonic()
         if self.fsync_policy == "always" or (self.fsync_policy == "interval"
                                              and now - self._last_sync >= self.fsync_interval_s):
             os.fsync(self._fh.fileno())
             self._last_sync = now
         self.index[record["request_id"]] = _entry(record, offset, len(data))
-        if self._records is not None:
-            self._records[record["request_id"]] = record
 
     def sync(self) -> None:
         if self._fh is not None:
-            self._fh.flush()
             os.fsync(self._fh.fileno())
 
     def close(self) -> None:
@@ -202,28 +331,209 @@ class PredictionLog:
 
     def compact(self, order: list[str]) -> None:
         """Rewrite atomically: one line per request (its latest), in ``order``; requests not in
-        ``order`` are dropped. Lines are copied byte for byte from the old file, one at a time."""
+        ``order`` are dropped. Lines are copied byte for byte from the old file, each run of
+        adjacent lines with one read (at most ``COMPACT_RUN_BYTES`` held), so memory stays flat."""
         self.close()
-        index: dict[str, LogEntry] = {}
+        old = self.index
+        kept = [(rid, e) for rid in order if (e := old.get(rid)) is not None]
+        lengths = np.fromiter((e.length for _, e in kept), dtype=np.int64, count=len(kept))
+        starts = np.fromiter((e.offset for _, e in kept), dtype=np.int64, count=len(kept))
+        new_offsets = np.zeros(len(kept) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=new_offsets[1:])
+        # a run ends where the next kept line does not follow it in the old file, or at the size cap
+        breaks = np.flatnonzero(starts[1:] != starts[:-1] + lengths[:-1]) + 1
+        bounds = _capped_runs(np.concatenate(([0], breaks, [len(kept)])), new_offsets, COMPACT_RUN_BYTES)
+        offsets, old_starts = new_offsets.tolist(), starts.tolist()
         with ExitStack() as stack:
-            src = stack.enter_context(open(self.path, "rb")) if self.index else None
+            src = stack.enter_context(open(self.path, "rb")) if kept else None
             dst = stack.enter_context(atomic_writer(self.path))
-            pos = 0
-            for rid in order:
-                entry = self.index.get(rid)
-                if entry is None:
+            for a, b in zip(bounds, bounds[1:]):
+                if a == b:
                     continue
-                src.seek(entry.offset)
-                line = src.read(entry.length)
-                if len(line) != entry.length or not line.endswith(b"\n"):
+                size = offsets[b] - offsets[a]
+                data = os.pread(src.fileno(), size, old_starts[a])
+                if len(data) != size or not data.endswith(b"\n"):
+                    rid, entry = kept[b - 1]
                     raise PredictionLogError(f"{self.path}: changed while it was being compacted "
                                              f"(line of {rid} at byte {entry.offset})")
-                dst.write(line)
-                index[rid] = entry._replace(offset=pos)
-                pos += entry.length
-        self.index = index
-        if self._records is not None:
-            self._records = {rid: self._records[rid] for rid in index}
+                dst.write(data)
+        self.index = {rid: LogEntry(e.status, e.snapshot_sha256, e.cost_usd, off, e.length)
+                      for (rid, e), off in zip(kept, new_offsets.tolist())}
+
+
+def _capped_runs(bounds: np.ndarray, offsets: np.ndarray, cap: int) -> list[int]:
+    """Run boundaries (as a list) with runs longer than ``cap`` bytes cut at line boundaries."""
+    sizes = offsets[bounds[1:]] - offsets[bounds[:-1]]
+    if not (sizes > cap).any():
+        return bounds.tolist()
+    out = [0]
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        while offsets[b] - offsets[a] > cap and b - a > 1:
+            a = max(int(np.searchsorted(offsets, offsets[a] + cap, side="right")) - 1, a + 1)
+            out.append(a)
+        out.append(b)
+    return sorted(set(out))
+
+
+def encode_record(record: Mapping[str, Any]) -> bytes:
+    """One log line (UTF-8, ending in a newline). msgspec writes it unless the response holds a
+    float JSON has no literal for (NaN, infinity: written ``NaN``/``Infinity`` by ``json.dumps``, so
+    the reader judges the number, not a null) or something msgspec does not write (a lone
+    surrogate, an integer past 64 bits)."""
+    try:
+        data = _RECORD_ENCODER.encode(record)
+        response = record.get("response")  # the rest of a record is ours: a null there is a None
+        if response is None or b"null" not in _RECORD_ENCODER.encode(response) or not _has_non_finite(response):
+            return data + b"\n"
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
+        pass
+    try:
+        text = json.dumps(record, ensure_ascii=False)
+    except ValueError:  # an integer past Python's digit limit: written as the reader reads it
+        text = json.dumps(_json_safe(record), ensure_ascii=False)
+    return (text + "\n").encode("utf-8", errors="surrogatepass")
+
+
+_RECORD_ENCODER = msgspec.json.Encoder()
+
+
+def _has_non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_has_non_finite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_non_finite(v) for v in value)
+    return False
+
+
+COMPACT_RUN_BYTES = 1 << 22  # at most this much of the log is held while compacting
+
+
+class LogRecords(Mapping[str, dict[str, Any]]):
+    """The records of a :class:`PredictionLog` by request id, in log order, read on access.
+
+    ``records[rid]`` parses that request's line (:func:`~jevkedro.nodes.jsonparse.parse_json`);
+    :meth:`scoring_items` is how scoring reads them all: runs of adjacent lines are read at once
+    and decoded by msgspec into typed records (:class:`~jevkedro.nodes.fast_validate.Record`),
+    with no dict made per record.
+    """
+
+    def __init__(self, plog: PredictionLog) -> None:
+        self._plog = plog
+
+    def __getitem__(self, rid: str) -> dict[str, Any]:
+        entry = self._plog.index[rid]
+        line = self._plog.read_line(entry)
+        if len(line) != entry.length:
+            raise PredictionLogError(f"{self._plog.path}: changed since it was opened (line of {rid!r})")
+        try:
+            return self._plog._parse(line, f"byte {entry.offset}")
+        except PredictionLogError:  # every line was checked when the log was opened
+            raise self._plog._refuse(self._plog.line_number(entry.offset), "changed since the log was opened") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._plog.index))
+
+    def __len__(self) -> int:
+        return len(self._plog.index)
+
+    def __contains__(self, rid: object) -> bool:
+        return rid in self._plog.index
+
+    def scoring_items(self) -> Iterator[list[tuple[str, Any, Any]]]:
+        """Batches of ``(request id, typed record or None, JSON line)`` in log order (see
+        :func:`jevkedro.nodes.fast_validate.judge_view`); every line was checked when the log was
+        opened, so a line that does not decode typed (a ``NaN`` literal) is simply read exactly."""
+        from jevkedro.nodes.fast_validate import RECORD_DECODER
+
+        entries = list(self._plog.index.items())
+        if not entries:
+            return
+        with open(self._plog.path, "rb") as fh:
+            fd = fh.fileno()
+            for b in range(0, len(entries), SCORING_BATCH):
+                chunk = entries[b: b + SCORING_BATCH]
+                lines = _read_lines(fd, [e for _, e in chunk])
+                yield list(zip([rid for rid, _ in chunk], decode_each(RECORD_DECODER, lines), lines))
+
+
+def decode_each(decoder: Any, lines: list[bytes], chunk: int = 256) -> list[Any]:
+    """``decoder.decode`` of every line, None where a line does not decode: a C-level map over
+    the lines. Lines holding ``NaN``/``Infinity`` (literals msgspec does not read; the log has
+    them where a model returned such a number) are set apart first, so no work is thrown away;
+    anything else that fails narrows the map to chunks, then to single lines."""
+    odd = _lines_with(lines, (b"NaN", b"Infinity"))
+    out: list[Any] = []
+    start = 0
+    for i in [*odd, len(lines)]:
+        out.extend(_decode_run(decoder, lines[start:i], chunk))
+        if i < len(lines):
+            out.append(_typed_or_none(decoder, lines[i]))
+        start = i + 1
+    return out
+
+
+def _lines_with(lines: list[bytes], tokens: tuple[bytes, ...]) -> list[int]:
+    """Indices of the lines holding any of ``tokens`` (searched in C over the joined lines)."""
+    joined = b"\n".join(lines)
+    found = []
+    for token in tokens:
+        at = joined.find(token)
+        while at >= 0:
+            found.append(at)
+            at = joined.find(token, at + 1)
+    if not found:
+        return []
+    ends = np.cumsum(np.fromiter(map(len, lines), dtype=np.int64, count=len(lines)) + 1)
+    return np.unique(np.searchsorted(ends, found, side="right")).tolist()
+
+
+def _decode_run(decoder: Any, lines: list[bytes], chunk: int) -> list[Any]:
+    try:
+        return list(map(decoder.decode, lines))
+    except (msgspec.DecodeError, RecursionError):
+        pass
+    out: list[Any] = []
+    for i in range(0, len(lines), chunk):
+        part = lines[i: i + chunk]
+        try:
+            out.extend(list(map(decoder.decode, part)))  # whole or not at all
+        except (msgspec.DecodeError, RecursionError):
+            out.extend(_typed_or_none(decoder, line) for line in part)
+    return out
+
+
+def _typed_or_none(decoder: Any, line: bytes) -> Any:
+    try:
+        return decoder.decode(line)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+
+
+def _read_lines(fd: int, entries: list[LogEntry]) -> list[bytes]:
+    """The lines at ``entries`` (without their newlines), reading each run of adjacent lines with
+    one ``pread`` (a compacted log is one run)."""
+    out: list[bytes] = []
+    i = 0
+    while i < len(entries):
+        j, end = i, entries[i].offset
+        while j < len(entries) and entries[j].offset == end:
+            end += entries[j].length
+            j += 1
+        start = entries[i].offset
+        data = os.pread(fd, end - start, start)
+        lines = data.split(b"\n")
+        lines.pop()
+        if len(lines) == j - i:
+            out.extend(lines)
+        else:  # blank lines between them: cut by length instead
+            pos = 0
+            for e in entries[i:j]:
+                out.append(data[pos: pos + e.length - 1])
+                pos += e.length
+        i = j
+    return out
 
 
 # -- settings -----------------------------------------------------------------------------------
@@ -548,7 +858,7 @@ def run_inference(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog,
         plog.compact(order)
     summary = {"asked": asked, "reused": reused, "stopped": stopped, **summarize(plog.index.values()),
                "identity": identity}
-    plog.write_meta({**meta, "last_run": {k: v for k, v in summary.items() if k != "identity"}})
+    plog.write_meta({**meta, **adapter.run_notes(order), "last_run": {k: v for k, v in summary.items() if k != "identity"}})
     return summary
 
 

@@ -225,16 +225,36 @@ def summarize_table(table, mask: np.ndarray | None = None) -> dict[str, Any]:
     return aggregate(stats, np.zeros(int(m.sum()), dtype=np.intp), 1)[0]
 
 
+def slice_codes(table, name: str, mask: np.ndarray | None = None) -> tuple[list[str], np.ndarray] | None:
+    """``(values, codes)`` of a slice column over the questions in ``mask``: the distinct values
+    in sorted order and each question's index into them (``np.unique(..., return_inverse=True)``
+    of the column as ``str``). Uses the table's integer codes when it has them (no strings
+    sorted); values absent from ``mask`` are dropped either way."""
+    codes = (getattr(table, "slice_codes", None) or {}).get(name)
+    if codes is None:
+        col = table.slices.get(name)
+        if col is None:
+            return None
+        values, inverse = np.unique((col if mask is None else col[mask]).astype(str), return_inverse=True)
+        return [str(v) for v in values], inverse.reshape(-1)
+    c = codes.codes if mask is None else codes.codes[mask]
+    present = np.bincount(c, minlength=len(codes.values)) > 0
+    if present.all():
+        return list(codes.values), c
+    renumber = np.cumsum(present) - 1
+    return [v for v, p in zip(codes.values, present) if p], renumber[c]
+
+
 def by_slice(table, name: str) -> dict[str, dict[str, Any]]:
     """Generic metrics per value of one slice column (empty values are skipped), in one pass."""
-    col = table.slices.get(name)
-    if col is None:
-        return {}
     keep = ~table.unscored
-    values, codes = np.unique(col[keep].astype(str), return_inverse=True)
+    coded = slice_codes(table, name, keep)
+    if coded is None:
+        return {}
+    values, codes = coded
     stats = {k: v[keep] for k, v in _table_stats(table).items()}
     groups = aggregate(stats, codes, len(values))
-    return {str(v): g for v, g in zip(values, groups) if v != ""}
+    return {v: g for v, g in zip(values, groups) if v != ""}
 
 
 def ece_equal_frequency(confidence: np.ndarray, correct: np.ndarray, n_bins: int = ECE_BINS) -> float | None:

@@ -53,9 +53,23 @@ def _reference_terms(table: QuestionTable, nll_floor: float) -> dict[str, np.nda
         # one-hot hard label: NLL = -ln max(p_gold, floor); Brier = sum p^2 - 2 p_gold + 1
         "hard_nll": np.where(hv, -np.log(np.maximum(p_gold, nll_floor)), 0.0),
         "hard_brier": np.where(hv, (P**2).sum(axis=1) - 2 * p_gold + 1, 0.0),
-        "soft_kl": np.where(soft, M.kl_divergence(P, Y, nll_floor), 0.0),
+        "soft_kl": _soft_kl(P, Y, soft, nll_floor),
         "soft_brier": np.where(soft, M.brier(P, Y), 0.0),
     }
+
+
+def _soft_kl(P: np.ndarray, Y: np.ndarray, soft: np.ndarray, floor: float) -> np.ndarray:
+    """``KL(y || p)`` where ``soft`` (0 elsewhere). A one-hot row's KL is ``-ln max(p_label, floor)``
+    (its other terms are 0 and ``ln 1 = 0``): the same number, without the log of every cell;
+    only rows that are not one-hot take the full formula."""
+    out = np.zeros(len(P))
+    hot = soft & (Y.max(axis=1, initial=0.0) == 1.0) & ((Y != 0).sum(axis=1) == 1)
+    rows = np.flatnonzero(hot)
+    out[rows] = -np.log(np.maximum(P[rows, np.argmax(Y[rows], axis=1)], floor))
+    rest = np.flatnonzero(soft & ~hot)
+    if len(rest):
+        out[rest] = M.kl_divergence(P[rest], Y[rest], floor)
+    return out
 
 
 def _grouped(terms: dict[str, np.ndarray], codes: np.ndarray, n_groups: int, ece_method: str) -> list[dict[str, Any]]:
@@ -97,6 +111,24 @@ def _grouped(terms: dict[str, np.ndarray], codes: np.ndarray, n_groups: int, ece
     } for g in range(n_groups)]
 
 
+def _joint_codes(table: QuestionTable, cols: tuple[str, ...]) -> tuple[list[str], np.ndarray]:
+    """Distinct ``"a/b"`` keys of one or more slice columns in sorted order, and each question's
+    index into them (as ``np.unique`` over the joined strings), from the columns' integer codes:
+    only the distinct combinations are joined and sorted, not a string per question."""
+    values, codes = M.slice_codes(table, cols[0])
+    for c in cols[1:]:
+        more, more_codes = M.slice_codes(table, c)
+        pair = codes.astype(np.int64) * len(more) + more_codes
+        combos, codes = np.unique(pair, return_inverse=True)
+        values = [f"{values[p // len(more)]}/{more[p % len(more)]}" for p in combos.tolist()]
+    order = sorted(range(len(values)), key=values.__getitem__)
+    if order != list(range(len(values))):  # joined keys sort differently from their parts
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        values, codes = [values[i] for i in order], rank[codes]
+    return values, codes.reshape(-1)
+
+
 def reference_stats(table: QuestionTable, mask: np.ndarray, ece_method: str, nll_floor: float = M.NLL_FLOOR) -> dict[str, Any]:
     """The reference statistics of the questions selected by ``mask``."""
     terms = {k: v[mask] for k, v in _reference_terms(table, nll_floor).items()}
@@ -120,11 +152,8 @@ def reference_report(
         cols = (cols,) if isinstance(cols, str) else tuple(cols)
         if any(c not in table.slices for c in cols):
             continue
-        keys = table.slices[cols[0]].astype(str)
-        for c in cols[1:]:
-            keys = np.char.add(np.char.add(keys.astype(str), "/"), table.slices[c].astype(str))
-        values, codes = np.unique(keys.astype(str), return_inverse=True)
+        values, codes = _joint_codes(table, cols)
         stats = _grouped(terms, codes, len(values), ece_method)
-        groups[name] = {str(v): st for v, st in zip(values, stats) if str(v).strip("/")}
+        groups[name] = {v: st for v, st in zip(values, stats) if v.strip("/")}
     return {"scorer": SCORER, "upstream_program_ran": False, "ece_method": ece_method, "ece_bins": 15,
             "nll_floor": nll_floor, **extra, "groups": groups}

@@ -8,13 +8,15 @@ null when unknown; also per 1,000 requests), ``errors`` (requests that failed, b
 ``intervals`` (95% bootstrap intervals of the headline metrics, overall and per slice, resampling
 whole requests or the family's groups), ``selective`` (risk–coverage: accuracy when abstaining on
 the least confident answers), ``model_settings`` (the model's settings as written: names of key
-variables, never keys) and ``run`` (whether every request was attempted and none failed; see
-:func:`run_status`).
+variables, never keys), ``run`` (whether every request was attempted and none failed; see
+:func:`run_status`) and, for replayed answers, ``replay`` (the replay file's lines and the request
+ids it has that the snapshot does not, counted and named).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,9 +26,12 @@ import numpy as np
 
 from jevkedro.nodes import compare as stats
 from jevkedro.nodes import metrics as M
+from jevkedro.nodes.fast_validate import RequestColumns
 from jevkedro.nodes.snapshot import Snapshot
-from jevkedro.nodes.validate import QUESTION_STATUSES, QuestionTable
+from jevkedro.nodes.validate import QUESTION_STATUSES, QuestionTable, reason_kind
 from jevkedro.registry import family_of
+
+log = logging.getLogger(__name__)
 
 # Slice columns that are not reported as by_<slice> groups (type has its own by_type).
 _NOT_SLICES = {"type"}
@@ -35,13 +40,20 @@ _NOT_SLICES = {"type"}
 LATENCY_BINS_MS = np.geomspace(0.01, 1e6, 41)  # 10 µs .. 1000 s, 5 bins per decade
 
 
-def latency_summary(predictions: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def _columns(predictions: Mapping[str, Mapping[str, Any]] | RequestColumns, request_ids: list[str] | None = None) -> RequestColumns:
+    if isinstance(predictions, RequestColumns):
+        return predictions
+    return RequestColumns.of(predictions, request_ids or [])
+
+
+def latency_summary(predictions: Mapping[str, Mapping[str, Any]] | RequestColumns) -> dict[str, Any]:
     """p50/p95/p99/mean over timed requests (one sample per request), the first request apart,
     and a histogram over log-spaced bins (``histogram.edges_ms``, ``histogram.counts``; empty
     bins at both ends trimmed) for the latency plot."""
-    timed = [r for r in predictions.values() if r.get("latency_s") is not None]
-    first = [r["latency_s"] for r in timed if r.get("first")]
-    rest = np.array([r["latency_s"] for r in timed if not r.get("first")], dtype=float)
+    cols = _columns(predictions)
+    timed = [(lat, first) for lat, first in zip(cols.latency_s, cols.first) if lat is not None]
+    first = [lat for lat, is_first in timed if is_first]
+    rest = np.array([lat for lat, is_first in timed if not is_first], dtype=float)
     out: dict[str, Any] = {"unit": "s", "n": int(len(rest)), "first": first[0] if first else None}
     if len(rest):
         p50, p95, p99 = np.percentile(rest, [50, 95, 99])
@@ -55,22 +67,23 @@ def latency_summary(predictions: Mapping[str, Mapping[str, Any]]) -> dict[str, A
     return out
 
 
-def cost_summary(predictions: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def cost_summary(predictions: Mapping[str, Mapping[str, Any]] | RequestColumns) -> dict[str, Any]:
     """Total USD over answered requests from their measured usage x tariff; null if any is unknown."""
-    answered = [r for r in predictions.values() if r.get("status") == "ok"]
-    costs = [r.get("cost_usd") for r in answered]
+    cols = _columns(predictions)
+    costs = [c for st, c in zip(cols.status, cols.cost_usd) if st == "ok"]
     known = [c for c in costs if c is not None]
-    usd = float(sum(known)) if answered and len(known) == len(costs) else None
-    return {"usd": usd, "requests_priced": len(known), "requests_answered": len(answered),
+    usd = float(sum(known)) if costs and len(known) == len(costs) else None
+    return {"usd": usd, "requests_priced": len(known), "requests_answered": len(costs),
             # the tariff's price of 1,000 answered requests like these: usd / answered x 1000
-            "usd_per_1k_requests": None if usd is None else usd / len(answered) * 1000}
+            "usd_per_1k_requests": None if usd is None else usd / len(costs) * 1000}
 
 
-def error_summary(predictions: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def error_summary(predictions: Mapping[str, Mapping[str, Any]] | RequestColumns) -> dict[str, Any]:
     """Requests whose status is ``error`` (a 5xx, a timeout, a malformed body, a 413/422 ...),
     in all and by ``failure`` kind; a run with any is not clean even when it is complete."""
-    failed = [r for r in predictions.values() if r.get("status") == "error"]
-    return {"requests": len(failed), "by_failure": dict(sorted(Counter(str(r.get("failure") or "unknown") for r in failed).items()))}
+    cols = _columns(predictions)
+    failed = [str(fail or "unknown") for st, fail in zip(cols.status, cols.failure) if st == "error"]
+    return {"requests": len(failed), "by_failure": dict(sorted(Counter(failed).items()))}
 
 
 def resampling_units(snapshot: Snapshot, table: QuestionTable) -> tuple[np.ndarray, str]:
@@ -129,8 +142,8 @@ def selective_summary(table: QuestionTable, points: int = 50, terms: stats.Terms
     }
 
 
-def run_status(table: QuestionTable, predictions: Mapping[str, Mapping[str, Any]], request_ids: list[str],
-               run_meta: Mapping[str, Any]) -> dict[str, Any]:
+def run_status(table: QuestionTable, predictions: Mapping[str, Mapping[str, Any]] | RequestColumns,
+               request_ids: list[str], run_meta: Mapping[str, Any]) -> dict[str, Any]:
     """Whether the run asked every request (``complete``), how many it did not
     (``unattempted_requests``: stopped before them, or no record) and why it stopped.
 
@@ -139,10 +152,9 @@ def run_status(table: QuestionTable, predictions: Mapping[str, Mapping[str, Any]
     metrics over the questions that were asked (null for a complete run, where it equals
     ``metrics.overall``).
     """
-    unattempted = sum(1 for rid in request_ids
-                      if (predictions.get(rid) or {}).get("status", "unattempted") == "unattempted")
+    unattempted = _columns(predictions, request_ids).unattempted
     complete = unattempted == 0
-    errors = sum(1 for rid in request_ids if (predictions.get(rid) or {}).get("status") == "error")
+    errors = sum(1 for st in _columns(predictions, request_ids).status if st == "error")
     return {
         "complete": complete,
         # complete and no request failed (an interleaved 5xx leaves a complete run that is not clean)
@@ -154,19 +166,23 @@ def run_status(table: QuestionTable, predictions: Mapping[str, Mapping[str, Any]
     }
 
 
-def coverage(table: QuestionTable, predictions: Mapping[str, Mapping[str, Any]], n_requests: int) -> dict[str, Any]:
-    by_status = Counter(table.status.tolist())
+def coverage(table: QuestionTable, predictions: Mapping[str, Mapping[str, Any]] | RequestColumns, n_requests: int) -> dict[str, Any]:
+    """Questions by status (overall and by type), requests by status, and why answers were
+    invalid (``invalid_by_reason``: count per kind of reason, most frequent first)."""
+    cols = _columns(predictions)
+    is_status = {s: table.status == s for s in QUESTION_STATUSES}
     out: dict[str, Any] = {
         "requests": n_requests,
         "questions": len(table),
-        "by_status": {s: int(by_status.get(s, 0)) for s in QUESTION_STATUSES},
-        "answered_valid_fraction": float(table.valid.mean()) if len(table) else None,
-        "requests_by_status": dict(Counter(r.get("status") for r in predictions.values())),
+        "by_status": {s: int(m.sum()) for s, m in is_status.items()},
+        "answered_valid_fraction": float(is_status["ok"].mean()) if len(table) else None,
+        "requests_by_status": dict(Counter(cols.status)),
     }
-    out["by_type"] = {
-        t: {s: int(((table.qtype == t) & (table.status == s)).sum()) for s in QUESTION_STATUSES}
-        for t in sorted(set(table.qtype.tolist()))
-    }
+    types = sorted(set(table.qtype.tolist()))
+    out["by_type"] = {t: {s: int((m & is_t).sum()) for s, m in is_status.items()}
+                      for t in types for is_t in [table.qtype == t]}
+    kinds = Counter(reason_kind(table.reason[i]) for i in np.flatnonzero(is_status["invalid"]).tolist())
+    out["invalid_by_reason"] = dict(kinds.most_common())
     return out
 
 
@@ -183,6 +199,19 @@ def generic_metrics(table: QuestionTable) -> dict[str, Any]:
     return out
 
 
+def replay_summary(run_meta: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The replay file's own account (lines, request ids the snapshot does not have), when the
+    run replayed recorded answers; logged as a warning when ids were ignored."""
+    replay = run_meta.get("replay")
+    if not isinstance(replay, Mapping):
+        return None
+    unknown = replay.get("unknown_request_ids") or {}
+    if unknown.get("count"):
+        log.warning("%s: %d request ids of the replay file are not in the snapshot and were not scored (first: %s)",
+                    replay.get("file"), unknown["count"], ", ".join(map(str, unknown.get("first", []))))
+    return dict(replay)
+
+
 def build_report(
     snapshot: Snapshot,
     table: QuestionTable,
@@ -191,11 +220,16 @@ def build_report(
     run_meta: Mapping[str, Any] | None,
     official: Any,
 ) -> dict[str, Any]:
-    resolved = sorted({r["model"] for r in predictions.values() if r.get("model")})
+    """``report.json``. The request-level parts (coverage, latency, cost, run) come from the
+    columns the question table was judged with when it has them (``table.requests``), else
+    from ``predictions``."""
+    request_ids = snapshot.request_ids
+    cols = table.requests if getattr(table, "requests", None) is not None else RequestColumns.of(predictions, request_ids)
+    resolved = sorted({m for m in cols.model if m})
     run_meta = run_meta or {}
     units, unit_name = resampling_units(snapshot, table)
     terms = stats.terms_of(table)  # per-question terms, shared by the intervals and selective prediction
-    return {
+    report = {
         "view": snapshot.view,
         "family": snapshot.manifest.get("family"),
         "model": model.get("name"),
@@ -204,18 +238,22 @@ def build_report(
         "probability_source": run_meta.get("probability_source", "native"),
         "data": snapshot.data,
         "snapshot_sha256": snapshot.sha256,
-        "coverage": coverage(table, predictions, len(snapshot.rows)),
+        "coverage": coverage(table, cols, len(snapshot.rows)),
         "metrics": generic_metrics(table),
         "official": official,
-        "latency": latency_summary(predictions),
-        "cost": cost_summary(predictions),
-        "errors": error_summary(predictions),
+        "latency": latency_summary(cols),
+        "cost": cost_summary(cols),
+        "errors": error_summary(cols),
         "intervals": interval_summary(table, units, unit_name, terms),
         "selective": selective_summary(table, terms=terms),
         "model_settings": dict(model),
         "invalid_examples": invalid_examples(table),
-        "run": run_status(table, predictions, [r.request_id for r in snapshot.rows], run_meta),
+        "run": run_status(table, cols, request_ids, run_meta),
     }
+    replay = replay_summary(run_meta)
+    if replay is not None:
+        report["replay"] = replay
+    return report
 
 
 def _fmt(x: Any, digits: int = 3) -> str:

@@ -55,7 +55,7 @@ def score(snapshot: Snapshot, predictions: PredictionLog,
     is not met); also returns the per-question judgements (status, reason, normalised probabilities)."""
     model = ModelSettings.parse(model)
     records = predictions.records
-    table = build_question_table(snapshot.rows, records)
+    table = build_question_table(snapshot, records)
     module = family_of(snapshot.view).module()
     official = module.evaluate(snapshot, table, records) if hasattr(module, "evaluate") else None
     report = build_report(snapshot, table, records, model.flat(), predictions.meta(), official)

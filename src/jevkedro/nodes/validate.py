@@ -5,6 +5,14 @@ A valid answer is a probability for every candidate: finite numbers in [0, 1] (b
 numbers here) whose sum is within ``SUM_TOLERANCE`` of 1. The raw answer is never changed; only
 the copy used by the generic metrics is renormalised.
 
+**The rules live here once**, as the reference implementation: :func:`validate_answer` (one
+answer) and :func:`judge_request` (every question of one request: its status, the request's
+unsupported questions and repeated keys). :func:`build_question_table` judges a whole view
+through the fast path of :mod:`jevkedro.nodes.fast_validate`, which only ever *accepts*
+canonical valid answers (and rejects sums outside the band) with numpy over whole groups;
+every other answer is judged by the functions here. ``tests/test_fast_validate.py`` checks on
+random and adversarial answers that both give the same statuses, reasons and probabilities.
+
 Decisions recorded here (and tested):
 
 - A choice/score answer must cover exactly the candidate set: a missing or an extra key is
@@ -16,28 +24,85 @@ Decisions recorded here (and tested):
   accepted when ``noul`` is absent.
 - A choice answer whose ``choice`` names no candidate is invalid; in the list-shaped ``/decide``
   flavour a choice answer must carry ``choice`` (wire_protocol §5: missing or foreign -> invalid).
+- A list-shaped body that answers one question id in several entries answers it ambiguously:
+  invalid (no entry silently wins).
+- A key repeated inside the response body (found where the body was parsed, carried in the
+  record's ``meta.duplicate_keys``, see :mod:`jevkedro.nodes.jsonparse`) makes the answers it
+  touches invalid: the question under ``answers/<id>``, or every question of the request when the
+  repeat is elsewhere (a repeated ``answers``, ``model``, ...).
+- Numbers are judged exactly: an integer too large for a float is not a probability (it never
+  reaches a float conversion), and reasons quote at most ``REASON_VALUE_CHARS`` characters of
+  the offending values.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from numbers import Real
 from typing import Any
 
 import numpy as np
 
+from jevkedro.nodes.jsonparse import describe_path
 from jevkedro.protocol import SnapshotRow
 
 SUM_TOLERANCE = 0.01
 LIST_FLAVOUR_KEY = "_list_flavour"  # set on answers that came from a list-shaped body
+LIST_ENTRIES_KEY = "_list_entries"  # set where a list-shaped body answers one question id several times
 # Statuses of one question at scoring time. ``ok``/``invalid`` exist only for answered questions.
 QUESTION_STATUSES = ("ok", "invalid", "unsupported", "unattempted", "error")
+NO_ANSWER = "no answer for this question"
+UNSUPPORTED_QUESTION = "adapter cannot represent this question"
+REASON_VALUE_CHARS = 200
+
+Verdict = tuple[str, "np.ndarray | None", Any]  # (status, normalised probabilities or None, reason)
 
 
 def _is_prob(x: Any) -> bool:
-    return isinstance(x, Real) and not isinstance(x, bool) and math.isfinite(x) and 0.0 <= x <= 1.0
+    if isinstance(x, bool) or not isinstance(x, Real):
+        return False
+    if isinstance(x, int):  # exact: a 400-digit integer never meets a float conversion
+        return 0 <= x <= 1
+    return math.isfinite(x) and 0.0 <= x <= 1.0
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= REASON_VALUE_CHARS else text[:REASON_VALUE_CHARS] + f"… ({len(text)} characters)"
+
+
+# The kind of each reason the rules below give, by how its text starts (the report counts
+# invalid answers per kind: ``coverage.invalid_by_reason``).
+REASON_KINDS = (
+    (NO_ANSWER, "no answer"),
+    ("the list-shaped body answers this question in", "answered in several list entries"),
+    ("the response repeats the key", "repeated key in the response"),
+    ("answer type ", "answer of another type"),
+    ("noul probabilities must be keyed", "noul probabilities not keyed true/false"),
+    ("noul must be a number", "noul not a number in [0, 1]"),
+    ("choice ", "choice names no option"),
+    ("no probabilities object", "no probabilities object"),
+    ("candidate keys differ", "candidate keys differ"),
+    ("probabilities must be finite numbers", "probability not a finite number in [0, 1]"),
+    ("probabilities sum to", "probabilities sum outside 1 ± tolerance"),
+)
+
+
+def reason_kind(reason: Any) -> str:
+    """The kind of an ``invalid`` reason (see ``REASON_KINDS``); ``other`` for any other text."""
+    if isinstance(reason, str):
+        for prefix, kind in REASON_KINDS:
+            if reason.startswith(prefix):
+                return kind
+    return "other"
+
+
+def sum_reason(total: float, tolerance: float) -> str:
+    """Why probabilities summing to ``total`` are invalid (shared with the fast path)."""
+    return f"probabilities sum to {total:.6g}, outside 1 ± {tolerance}"
 
 
 def answers_by_question(response: Any) -> dict[str, Any]:
@@ -49,9 +114,11 @@ def answers_by_question(response: Any) -> dict[str, Any]:
         return dict(answers)
     if isinstance(answers, list):
         # the list-shaped /decide flavour: entries matched by id; marked so that validation can
-        # apply that flavour's rule (a choice entry must name its choice, see validate_answer)
-        return {a["id"]: {**a, LIST_FLAVOUR_KEY: True} for a in answers
-                if isinstance(a, Mapping) and isinstance(a.get("id"), str)}
+        # apply that flavour's rules (a choice entry must name its choice; one entry per id)
+        entries = [a for a in answers if isinstance(a, Mapping) and isinstance(a.get("id"), str)]
+        counts = Counter(a["id"] for a in entries)
+        return {a["id"]: {**a, LIST_FLAVOUR_KEY: True, **({LIST_ENTRIES_KEY: counts[a["id"]]} if counts[a["id"]] > 1 else {})}
+                for a in entries}
     return {}
 
 
@@ -67,10 +134,12 @@ def validate_answer(
     Returns ``(probabilities normalised to sum 1, None)`` when valid, else ``(None, reason)``.
     """
     if not isinstance(answer, Mapping):
-        return None, "no answer for this question"
+        return None, NO_ANSWER
+    if answer.get(LIST_ENTRIES_KEY):
+        return None, f"the list-shaped body answers this question in {answer[LIST_ENTRIES_KEY]} entries"
     declared = answer.get("type")
     if declared is not None and declared != qtype:
-        return None, f"answer type {declared!r} for a {qtype} question"
+        return None, f"answer type {_short_repr(declared)} for a {qtype} question"
     if qtype == "noul":
         p = answer.get("noul")
         if p is None and isinstance(answer.get("probabilities"), Mapping):
@@ -80,13 +149,13 @@ def validate_answer(
             values = [probs[c] for c in candidates]
         else:
             if not _is_prob(p):
-                return None, f"noul must be a number in [0, 1], got {p!r}"
+                return None, f"noul must be a number in [0, 1], got {_short_repr(p)}"
             by_key = {"true": float(p), "false": 1.0 - float(p)}
             return np.array([by_key[c] for c in candidates], dtype=float), None
     else:
         if qtype == "choice" and ("choice" in answer or answer.get(LIST_FLAVOUR_KEY)):
             if answer.get("choice") not in candidates:
-                return None, f"choice {answer.get('choice')!r} is not one of the options"
+                return None, f"choice {_short_repr(answer.get('choice'))} is not one of the options"
         probs = answer.get("probabilities")
         if not isinstance(probs, Mapping):
             return None, "no probabilities object"
@@ -98,15 +167,89 @@ def validate_answer(
             else:
                 missing = [c for c in candidates if c not in keys]
                 extra = sorted(str(k) for k in keys - set(candidates))
-                return None, f"candidate keys differ (missing {missing}, extra {extra})"
+                return None, _short_repr_keys(missing, extra)
         values = [probs[c] for c in candidates]
     if not all(_is_prob(v) for v in values):
-        return None, f"probabilities must be finite numbers in [0, 1], got {values!r}"
+        return None, f"probabilities must be finite numbers in [0, 1], got {_short_repr(values)}"
     arr = np.array(values, dtype=float)
     total = float(arr.sum())
     if abs(total - 1.0) > tolerance + 1e-12:
-        return None, f"probabilities sum to {total:.6g}, outside 1 ± {tolerance}"
+        return None, sum_reason(total, tolerance)
     return arr / total, None
+
+
+def _short_repr_keys(missing: list[str], extra: list[str]) -> str:
+    text = f"candidate keys differ (missing {missing}, extra {extra})"
+    return text if len(text) <= 2 * REASON_VALUE_CHARS else text[: 2 * REASON_VALUE_CHARS] + "…)"
+
+
+def level_names_of(question: Mapping[str, Any]) -> list[str] | None:
+    """The level names a score answer may be keyed by (every level a string), else None."""
+    levels = question.get("criteria") if question.get("type") == "score" else None
+    if not levels or not isinstance(levels, list) or not all(isinstance(c, str) for c in levels):
+        return None
+    return list(levels)
+
+
+def duplicate_keys_of(record: Mapping[str, Any]) -> list[list[Any]]:
+    """The repeated keys the parser found in a record's response body (``meta.duplicate_keys``)."""
+    meta = record.get("meta")
+    paths = meta.get("duplicate_keys") if isinstance(meta, Mapping) else None
+    if not isinstance(paths, list):
+        return []
+    return [p for p in paths if isinstance(p, list) and p]
+
+
+def repeated_key_reasons(paths: list[list[Any]], response: Any, question_ids: Iterable[str]) -> dict[str, str]:
+    """Question id -> why its answer is invalid, for the repeated keys of one body.
+
+    A repeat under ``answers/<id>`` (or, in a list-shaped body, under the entry whose ``id`` is
+    ``<id>``) touches that question; a repeat anywhere else touches every question.
+    """
+    qids = list(question_ids)
+    out: dict[str, str] = {}
+    answers = response.get("answers") if isinstance(response, Mapping) else None
+    for path in paths:
+        touched = qids
+        if len(path) >= 2 and path[0] == "answers":
+            ref = path[1]
+            if isinstance(ref, int) and isinstance(answers, list) and 0 <= ref < len(answers):
+                entry = answers[ref]
+                ref = entry.get("id") if isinstance(entry, Mapping) else None
+            touched = [ref] if ref in qids else []
+        reason = (f"the response repeats the key {_short_repr(path[-1])} at {describe_path(tuple(path[:-1]))}; "
+                  "a repeated key is ambiguous")
+        for qid in touched:
+            out.setdefault(qid, reason)
+    return out
+
+
+def judge_request(row: SnapshotRow, record: Mapping[str, Any] | None, tolerance: float = SUM_TOLERANCE) -> list[Verdict]:
+    """The reference verdict of every question of one request, in the row's question order.
+
+    A request that was not answered (``unsupported``/``error``/``unattempted``, or no record:
+    ``unattempted``) gives its status to every question, with the record's ``error`` as reason.
+    """
+    questions = row.request["questions"]
+    status = record.get("status", "unattempted") if record else "unattempted"
+    if status != "ok":
+        why = record.get("error") if record else None
+        return [(status, None, why)] * len(questions)
+    response = record.get("response")
+    answers = answers_by_question(response)
+    unsupported = set(record.get("unsupported_questions") or ())
+    repeated = repeated_key_reasons(duplicate_keys_of(record), response, questions)
+    out: list[Verdict] = []
+    for qid, question in questions.items():
+        if qid in unsupported:
+            out.append(("unsupported", None, UNSUPPORTED_QUESTION))
+        elif qid in repeated:
+            out.append(("invalid", None, repeated[qid]))
+        else:
+            p, why = validate_answer(question["type"], row.candidates[qid], answers.get(qid),
+                                     level_names_of(question), tolerance)
+            out.append(("ok" if p is not None else "invalid", p, why))
+    return out
 
 
 @dataclass
@@ -119,7 +262,11 @@ class QuestionTable:
     ``level_order``: ``(N, Kmax)`` column index of score level ``k`` in each row, for views whose
     score candidates are not laid out in level order (keys ``"0".."K-1"`` name the level, so a
     family may keep its source's candidate order, e.g. DecisionBench); None when every score
-    question is already in level order.
+    question is already in level order. ``slice_codes``: the same slices as integer codes into
+    sorted values (:class:`jevkedro.nodes.layout.SliceColumn`), for grouping without sorting
+    strings; ``requests``: the request-level fields of the records judged
+    (:class:`jevkedro.nodes.fast_validate.RequestColumns`, for the report). Both are absent from
+    tables built by hand.
     """
 
     request_id: np.ndarray
@@ -132,9 +279,11 @@ class QuestionTable:
     label: np.ndarray
     unscored: np.ndarray
     status: np.ndarray
-    reason: list[str | None]
+    reason: list[Any]
     slices: dict[str, np.ndarray] = field(default_factory=dict)
     level_order: np.ndarray | None = None
+    slice_codes: dict[str, Any] = field(default_factory=dict)
+    requests: Any = None
 
     def __len__(self) -> int:
         return len(self.request_id)
@@ -144,119 +293,139 @@ class QuestionTable:
         return self.status == "ok"
 
 
+def _layout_of(rows: Any):
+    """The snapshot's cached layout, or one built for a plain sequence of rows."""
+    from jevkedro.nodes.layout import question_layout
+
+    layout = getattr(rows, "layout", None)  # a Snapshot keeps its layout
+    return layout if layout is not None else question_layout(list(rows))
+
+
 def build_question_table(
-    rows: Iterable[SnapshotRow],
+    rows: Any,
     predictions: Mapping[str, Mapping[str, Any]],
     tolerance: float = SUM_TOLERANCE,
 ) -> QuestionTable:
-    """Validate every question of a view against its prediction and lay the view out as arrays."""
-    rids, qids, qtypes, ks, probs, targets, labels, unscored, statuses, reasons = ([] for _ in range(10))
-    has_target: list[bool] = []
-    candidate_lists: list[list[str]] = []
-    slice_cols: dict[str, list[Any]] = {}
-    n = 0
-    for row in rows:
-        pred = predictions.get(row.request_id)
-        req_status = pred.get("status", "unattempted") if pred else "unattempted"
-        answers = answers_by_question(pred.get("response")) if pred and req_status == "ok" else {}
-        unsupported_q = set(pred.get("unsupported_questions") or ()) if pred else set()
-        req_slices = {k: v for k, v in row.slices.items() if k != "questions"}
-        q_slices = row.slices.get("questions", {})
-        for qid, question in row.request["questions"].items():
-            cands = row.candidates[qid]
-            target = row.targets[qid]
-            if req_status != "ok":
-                status, p, why = req_status, None, (pred or {}).get("error")
-            elif qid in unsupported_q:
-                status, p, why = "unsupported", None, "adapter cannot represent this question"
-            else:
-                levels = question.get("criteria") if question["type"] == "score" else None
-                names = [c if isinstance(c, str) else None for c in levels] if levels else None
-                p, why = validate_answer(question["type"], cands, answers.get(qid),
-                                         names if names and None not in names else None, tolerance)
-                status = "ok" if p is not None else "invalid"
-            rids.append(row.request_id)
-            candidate_lists.append(cands)
-            qids.append(qid)
-            qtypes.append(question["type"])
-            ks.append(len(cands))
-            probs.append(p)
-            if target.probabilities is not None:
-                y = np.asarray(target.probabilities, dtype=float)
-            elif target.label is not None:
-                y = np.zeros(len(cands))
-                y[target.label] = 1.0
-            else:
-                y = None
-            targets.append(y)
-            has_target.append(y is not None and not target.unscored)
-            labels.append(-1 if target.label is None or target.unscored else target.label)
-            unscored.append(target.unscored)
-            statuses.append(status)
-            reasons.append(why)
-            merged = {"type": question["type"], "question": qid, **req_slices, **q_slices.get(qid, {})}
-            for key in merged.keys() - slice_cols.keys():
-                slice_cols[key] = [None] * n  # a slice first seen here: earlier questions lack it
-            for key, col in slice_cols.items():
-                col.append(merged.get(key))
-            n += 1
-    kmax = max(ks, default=1)
-    P = np.zeros((n, kmax))
-    Y = np.zeros((n, kmax))
-    level_order = None
-    for i, qtype in enumerate(qtypes):
-        if qtype != "score":
-            continue
-        keys = candidate_lists[i]
-        natural = [str(k) for k in range(len(keys))]
-        if keys != natural and sorted(keys) == sorted(natural):  # a permutation of the level keys
-            if level_order is None:
-                level_order = np.tile(np.arange(kmax, dtype=np.int32), (n, 1))
-            level_order[i, : len(keys)] = np.argsort([int(k) for k in keys])
-    for i, (p, y) in enumerate(zip(probs, targets)):
-        if p is not None:
-            P[i, : len(p)] = p
-        if y is not None:
-            Y[i, : len(y)] = y
+    """Validate every question of a view against its prediction and lay the view out as arrays.
+
+    ``rows``: a :class:`~jevkedro.nodes.snapshot.Snapshot` (its layout is reused) or its rows;
+    ``predictions``: records by request id — a plain mapping, or a predictions log's
+    :attr:`~jevkedro.nodes.infer.PredictionLog.records` (read straight from the log's bytes).
+    """
+    from jevkedro.nodes.fast_validate import judge_view
+
+    snapshot_rows = getattr(rows, "rows", rows)
+    layout = _layout_of(rows)
+    judged = judge_view(layout, snapshot_rows, predictions, tolerance)
     return QuestionTable(
-        request_id=np.array(rids, dtype=object),
-        question_id=np.array(qids, dtype=object),
-        qtype=np.array(qtypes, dtype=object),
-        K=np.array(ks, dtype=int),
-        P=P,
-        Y=Y,
-        has_target=np.array(has_target, dtype=bool),
-        label=np.array(labels, dtype=int),
-        unscored=np.array(unscored, dtype=bool),
-        status=np.array(statuses, dtype=object),
-        reason=reasons,
-        slices={k: np.array([("" if v is None else str(v)) for v in col], dtype=object)
-                for k, col in slice_cols.items()},
-        level_order=level_order,
+        request_id=layout.request_id,
+        question_id=layout.question_id,
+        qtype=layout.qtype,
+        K=layout.K,
+        P=judged.P,
+        Y=layout.Y,
+        has_target=layout.has_target,
+        label=layout.label,
+        unscored=layout.unscored,
+        status=judged.status,
+        reason=judged.reason,
+        slices=layout.slices(),
+        level_order=layout.level_order,
+        slice_codes=layout.slice_columns,
+        requests=judged.requests,
     )
 
 
-def question_records(table: QuestionTable) -> list[dict[str, Any]]:
-    """One record per question as scored: its status (``ok``/``invalid``/``unsupported``/
-    ``unattempted``/``error``), why it is not ``ok``, the normalised probabilities the generic
-    metrics used (None unless ``ok``), the label index and whether the argmax hit it.
+def reference_question_table(
+    rows: Sequence[SnapshotRow],
+    predictions: Mapping[str, Mapping[str, Any]],
+    tolerance: float = SUM_TOLERANCE,
+) -> QuestionTable:
+    """The straightforward table: :func:`judge_request` on every request, one question at a
+    time. The fast :func:`build_question_table` must give the same table (tests compare them)."""
+    from jevkedro.nodes.layout import question_layout
+
+    layout = question_layout(list(rows))
+    P = np.zeros((len(layout), layout.kmax))
+    status: list[str] = []
+    reason: list[Any] = []
+    i = 0
+    for row in rows:
+        for st, p, why in judge_request(row, predictions.get(row.request_id), tolerance):
+            if p is not None:
+                P[i, : len(p)] = p
+            status.append(st)
+            reason.append(why)
+            i += 1
+    return QuestionTable(
+        request_id=layout.request_id, question_id=layout.question_id, qtype=layout.qtype, K=layout.K, P=P,
+        Y=layout.Y, has_target=layout.has_target, label=layout.label, unscored=layout.unscored,
+        status=np.array(status, dtype=object), reason=reason, slices=layout.slices(), level_order=layout.level_order,
+    )
+
+
+class QuestionRecords(Sequence):
+    """One record per question as scored (a read-only sequence of dicts, made on access): its
+    status (``ok``/``invalid``/``unsupported``/``unattempted``/``error``), why it is not ``ok``,
+    the normalised probabilities the generic metrics used (None unless ``ok``, rounded to 6
+    decimals), the label index and whether the argmax hit it.
 
     The raw answer stays in the predictions log; this is the per-item view of what was judged.
+    :meth:`jsonl` writes all of them at once without making a dict per question.
     """
-    pred = np.argmax(table.P, axis=1)
-    out = []
-    for i in range(len(table)):
-        ok = table.status[i] == "ok"
-        label = int(table.label[i])
-        out.append({
-            "request_id": table.request_id[i],
-            "question": table.question_id[i],
-            "type": table.qtype[i],
-            "status": table.status[i],
-            "reason": table.reason[i],
-            "probabilities": table.P[i, : table.K[i]].round(6).tolist() if ok else None,
+
+    def __init__(self, table: QuestionTable) -> None:
+        self.table = table
+        ok = table.status == "ok"
+        label = table.label
+        pred = np.argmax(table.P, axis=1) if len(table) else np.zeros(0, dtype=np.int64)
+        self._ok = ok
+        self._correct = np.where(label >= 0, ok & (pred == label), False)
+        self._rounded = table.P.round(6)
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def _one(self, i: int) -> dict[str, Any]:
+        t = self.table
+        ok = bool(self._ok[i])
+        label = int(t.label[i])
+        return {
+            "request_id": t.request_id[i],
+            "question": t.question_id[i],
+            "type": t.qtype[i],
+            "status": t.status[i],
+            "reason": t.reason[i],
+            "probabilities": self._rounded[i, : t.K[i]].tolist() if ok else None,
             "label": label if label >= 0 else None,
-            "correct": (bool(ok and pred[i] == label) if label >= 0 else None),
-            **({"unscored": True} if table.unscored[i] else {}),
-        })
-    return out
+            "correct": bool(self._correct[i]) if label >= 0 else None,
+            **({"unscored": True} if t.unscored[i] else {}),
+        }
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self._one(j) for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self._one(i)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for i in range(len(self)):
+            yield self._one(i)
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == list(other) if isinstance(other, (list, QuestionRecords)) else NotImplemented
+
+    def jsonl(self) -> bytes:
+        """All records as JSON lines (UTF-8), as ``json.dumps(record, ensure_ascii=False)`` would
+        write each one, built column-wise."""
+        from jevkedro.nodes.fast_validate import question_records_jsonl
+
+        return question_records_jsonl(self)
+
+
+def question_records(table: QuestionTable) -> QuestionRecords:
+    """The per-question records of ``table`` (see :class:`QuestionRecords`)."""
+    return QuestionRecords(table)

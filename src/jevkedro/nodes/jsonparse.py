@@ -1,0 +1,204 @@
+"""Reading JSON that a model wrote: repeated keys found, oversized numbers tamed, faults located.
+
+Model output enters the project as JSON text in a few places: an HTTP reply body
+(:meth:`jevkedro.models.http.HttpAdapter.post`), a line of a replay file
+(:mod:`jevkedro.models.replay`), the JSON an instruction model writes
+(:mod:`jevkedro.models.openai_compat`) and, read back, the predictions log. :func:`parse_json`
+reads all of them with one set of rules:
+
+- **Repeated keys.** JSON leaves the meaning of ``{"a": 0.2, "a": 0.9}`` open; every parser keeps
+  one value silently. The value is still read (last one wins, like the standard library), but each
+  repeated key is reported as a path from the top of the document (``("answers", "q1",
+  "probabilities", "a")``), so validation can mark exactly the affected answers invalid.
+- **Numbers beyond the double range.** A number whose magnitude exceeds the largest double
+  (about 1.8e308) is read as ±infinity: ``1e400`` already is (standard library), and so is a
+  400- or 5,000-digit integer, which would otherwise crash whatever converts it to a float later
+  (or fail to parse at all past Python's 4,300-digit limit). Integers within range stay exact.
+  ``NaN``/``Infinity`` literals are accepted (what ``json.dumps`` writes for non-finite floats);
+  validation judges such numbers, the parser does not.
+- **Faults are located.** :class:`JSONTextError` carries the 1-based line and column of the fault
+  (columns count characters; a byte that is not UTF-8 is named by its byte column), so callers
+  can name file, line and column.
+
+Speed: a document goes through msgspec's C decoder when that is provably equivalent; the exact
+path (the standard library with hooks) is taken when the fast one cannot rule out a repeated key
+or an oversized number. Repeated keys are ruled out by counting colons: with no escaped colon or
+backslash in the text, every ``:`` byte is either a member separator or a character of a string,
+so the text has as many colons as the decoded value re-encoded exactly when no member was lost to
+a repeated key.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+# A run this long may be an integer (or a mantissa) beyond the double range: take the exact path.
+_LONG_DIGITS = re.compile(rb"[0-9]{300}")
+_ESCAPED_COLONS = (b"\\u003a", b"\\u003A")
+_DECODER = msgspec.json.Decoder()
+_ENCODER = msgspec.json.Encoder()
+_FAST_ERRORS = (msgspec.DecodeError, RecursionError, ValueError, OverflowError)
+
+Path = tuple[str | int, ...]
+
+
+class JSONTextError(ValueError):
+    """Text that is not a JSON document. ``line``/``column`` are 1-based (column: characters, or
+    bytes when ``byte_column`` is set because the text is not UTF-8); both are None for a fault
+    that has no single position (nesting too deep)."""
+
+    def __init__(self, msg: str, line: int | None = None, column: int | None = None, byte_column: bool = False) -> None:
+        self.msg, self.line, self.column, self.byte_column = msg, line, column, byte_column
+        super().__init__(f"{msg} at line {line} {self.unit} {column}" if line is not None else msg)
+
+    @property
+    def unit(self) -> str:
+        return "byte" if self.byte_column else "column"
+
+    def within_line(self) -> str:
+        """The fault for a message that already names the line: ``msg at column N``."""
+        return f"{self.msg} at {self.unit} {self.column}" if self.column is not None else self.msg
+
+
+@dataclass(frozen=True)
+class ParsedJSON:
+    """A decoded document, the path of every key that was repeated in its object and how many
+    numbers were beyond the double range (read as ±infinity)."""
+
+    value: Any
+    duplicate_keys: tuple[Path, ...] = ()
+    numbers_out_of_range: int = 0
+
+    @property
+    def exact(self) -> bool:
+        """Whether ``value`` says everything the text said (no repeat lost, no number changed)."""
+        return not self.duplicate_keys and not self.numbers_out_of_range
+
+
+def parse_int(text: str) -> int | float:
+    """A JSON integer: exact while a double can hold its magnitude, else ±infinity."""
+    digits = len(text) - (text[0] == "-")
+    if digits <= 308:  # below 1e308 < the largest double
+        return int(text)
+    if digits == 309:
+        value = int(text)
+        try:
+            float(value)
+            return value
+        except OverflowError:
+            pass
+    return -math.inf if text[0] == "-" else math.inf
+
+
+def _decode_text(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise JSONTextError(f"not UTF-8 (byte 0x{data[exc.start]:02x})", line, column, byte_column=True) from None
+
+
+def _fast(raw: bytes) -> Any:
+    """The value when msgspec's reading is provably the exact one, else ``_NOT_FAST``."""
+    if b"\\\\" in raw and b"\\u" in raw:  # an escaped backslash makes "\u003a" counting ambiguous
+        return _NOT_FAST
+    if len(raw) >= 300 and _LONG_DIGITS.search(raw):
+        return _NOT_FAST
+    try:
+        value = _DECODER.decode(raw)
+        colons = _ENCODER.encode(value).count(b":")
+    except _FAST_ERRORS:
+        return _NOT_FAST
+    expected = raw.count(b":")
+    if b"\\u" in raw:
+        expected += sum(raw.count(e) for e in _ESCAPED_COLONS)
+    return value if colons == expected else _NOT_FAST
+
+
+_NOT_FAST = object()
+
+
+def parse_json(data: bytes | bytearray | memoryview | str) -> ParsedJSON:
+    """Decode one JSON document with the rules in the module docstring.
+
+    Raises :class:`JSONTextError` (line, column) for text that is not JSON, not UTF-8 or nested
+    too deeply to read.
+    """
+    raw: bytes | None
+    if isinstance(data, str):
+        try:
+            raw = data.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: only the exact path can read them
+            raw = None
+    else:
+        raw = bytes(data)
+    if raw is not None:
+        value = _fast(raw)
+        if value is not _NOT_FAST:
+            return ParsedJSON(value)
+    text = data if isinstance(data, str) else _decode_text(raw)
+    return _exact(text)
+
+
+def _exact(text: str) -> ParsedJSON:
+    repeated: dict[int, tuple[dict, list[str]]] = {}
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) != len(pairs):
+            seen: set[str] = set()
+            keys = [k for k, _ in pairs if k in seen or seen.add(k)]
+            repeated[id(obj)] = (obj, list(dict.fromkeys(keys)))  # the object is kept alive: ids stay unique
+        return obj
+
+    out_of_range = 0
+
+    def read_int(text: str) -> int | float:
+        nonlocal out_of_range
+        value = parse_int(text)
+        out_of_range += isinstance(value, float)
+        return value
+
+    def read_float(text: str) -> float:
+        nonlocal out_of_range
+        value = float(text)
+        out_of_range += math.isinf(value)  # 1e400: a literal, not the Infinity constant
+        return value
+
+    try:
+        value = json.loads(text, object_pairs_hook=pairs_hook, parse_int=read_int, parse_float=read_float)
+    except json.JSONDecodeError as exc:
+        raise JSONTextError(exc.msg, exc.lineno, exc.colno) from None
+    except RecursionError:
+        raise JSONTextError("nested too deeply to read") from None
+    paths = tuple(_paths_of(value, repeated)) if repeated else ()
+    return ParsedJSON(value, paths, out_of_range)
+
+
+def _paths_of(root: Any, repeated: dict[int, tuple[dict, list[str]]]) -> list[Path]:
+    """Paths of the repeated keys of the objects still reachable from ``root`` (an object that
+    lost to a repeated key is gone, and so are the repeats inside it)."""
+    out: list[Path] = []
+    stack: list[tuple[Any, Path]] = [(root, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, dict):
+            hit = repeated.get(id(node))
+            if hit is not None and hit[0] is node:
+                out.extend(path + (key,) for key in hit[1])
+            stack.extend((v, path + (k,)) for k, v in node.items() if isinstance(v, (dict, list)))
+        elif isinstance(node, list):
+            stack.extend((v, path + (i,)) for i, v in enumerate(node) if isinstance(v, (dict, list)))
+    return sorted(out, key=lambda p: [str(x) for x in p])
+
+
+def describe_path(path: Path) -> str:
+    """``answers/q1/probabilities`` style, for messages (the top level is ``the top level``)."""
+    return "/".join(str(p) for p in path) or "the top level"

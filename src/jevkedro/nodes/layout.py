@@ -1,0 +1,392 @@
+"""The static per-question layout of a snapshot: computed once per snapshot, cached beside it.
+
+Everything scoring needs from a snapshot that does not depend on the answers: which questions
+exist and in which order (snapshot order, then each request's question order), their type,
+candidate keys and count ``K``, score level names, target distributions ``Y`` and labels, the
+unscored flags, the slice columns and the level order of score questions whose candidates are not
+laid out ``"0".."K-1"``. Each score reuses it instead of walking every row again.
+
+**Cache.** :func:`save_layout` writes it as ``<view>.layout.npz`` beside the snapshot TSV when
+the snapshot is committed (and when a snapshot is loaded without one); :func:`load_layout` uses it
+only when the TSV sha256 recorded in it equals the hash of the TSV just read (which the loader
+has checked against the manifest), and only when its own content checksum holds — otherwise it
+is ignored and rebuilt from the TSV. It holds plain arrays and a msgpack blob of strings
+(``allow_pickle=False``: loading it runs no code). Deleting it is always safe.
+
+Slice columns are kept as integer codes into their sorted distinct values (:class:`SliceColumn`):
+grouping by a slice is then a ``bincount`` over codes, not a sort of a million strings. The
+arrays are read-only: every question table of the snapshot shares them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import zipfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from itertools import chain
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import msgspec
+import numpy as np
+
+from jevkedro.nodes.validate import level_names_of
+from jevkedro.protocol import SnapshotRow
+
+log = logging.getLogger(__name__)
+
+QTYPE_CODES = {"noul": 0, "choice": 1, "score": 2}
+CACHE_FORMAT = 1
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+@dataclass(frozen=True)
+class SliceColumn:
+    """One slice column: ``values[codes[i]]`` is question ``i``'s value (``""`` where it has none);
+    ``values`` are sorted, so code order is the order ``np.unique`` would give."""
+
+    codes: np.ndarray
+    values: list[str]
+
+    def objects(self) -> np.ndarray:
+        return np.array(self.values, dtype=object)[self.codes]
+
+
+@dataclass
+class QuestionLayout:
+    """Per-question arrays of a snapshot (``N`` questions, ``R`` requests, padded width ``kmax``).
+
+    ``q_start[r]:q_start[r+1]`` are request ``r``'s questions (``question_ids`` in that range);
+    ``cand_start[i]:cand_start[i+1]`` question ``i``'s candidate keys in ``cand_flat``;
+    ``level_names`` the level names of score questions whose levels are all strings (by
+    question); ``noul_true_first[i]`` whether a noul question's candidates are ``true, false``.
+    """
+
+    request_ids: list[str]
+    q_start: np.ndarray
+    question_ids: list[str]
+    qtypes: list[str]
+    K: np.ndarray
+    cand_start: np.ndarray
+    cand_flat: np.ndarray
+    level_names: dict[int, list[str]]
+    Y: np.ndarray
+    has_target: np.ndarray
+    label: np.ndarray
+    unscored: np.ndarray
+    level_order: np.ndarray | None
+    slice_columns: dict[str, SliceColumn] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.position = {rid: r for r, rid in enumerate(self.request_ids)}
+        self.q_start_list = self.q_start.tolist()
+        self.qids_by_request = [tuple(self.question_ids[a:b]) for a, b in zip(self.q_start_list, self.q_start_list[1:])]
+        self.request_index = _frozen(np.repeat(np.arange(len(self.request_ids), dtype=np.int64), np.diff(self.q_start)))
+        self.request_id = _frozen(np.array(self.request_ids, dtype=object)[self.request_index])
+        self.question_id = _frozen(np.array(self.question_ids, dtype=object))
+        self.qtype = _frozen(np.array(self.qtypes, dtype=object))
+        self.qtype_code = _frozen(np.array([QTYPE_CODES.get(t, -1) for t in self.qtypes], dtype=np.int8))
+        first = self.cand_flat[self.cand_start[:-1][self.K > 0]] if len(self.K) else np.zeros(0, dtype=object)
+        true_first = np.zeros(len(self.K), dtype=bool)
+        true_first[self.K > 0] = first == "true"
+        self.noul_true_first = _frozen(true_first)
+        self._slice_objects: dict[str, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self.K)
+
+    @property
+    def kmax(self) -> int:
+        return self.Y.shape[1]
+
+    def candidates_of(self, i: int) -> list[str]:
+        return self.cand_flat[self.cand_start[i]: self.cand_start[i + 1]].tolist()
+
+    def question_ids_of(self, r: int) -> list[str]:
+        return self.question_ids[self.q_start[r]: self.q_start[r + 1]]
+
+    def slices(self) -> dict[str, np.ndarray]:
+        """Slice columns as object arrays of strings (the question table's ``slices``)."""
+        if self._slice_objects is None:
+            self._slice_objects = {k: _frozen(c.objects()) for k, c in self.slice_columns.items()}
+        return self._slice_objects
+
+
+class RequestShape(NamedTuple):
+    """What the layout needs of one request: its id, its question ids in order with their types,
+    score level names (:func:`~jevkedro.nodes.validate.level_names_of`), candidate keys and
+    targets (anything with ``label``, ``probabilities``, ``unscored``), and its slices."""
+
+    request_id: str
+    question_ids: tuple[str, ...]
+    qtypes: list[str]
+    level_names: list[list[str] | None]
+    candidates: list[list[str]]
+    targets: list[Any]
+    slices: dict[str, Any]
+
+
+def shape_of(row: SnapshotRow) -> RequestShape:
+    questions = row.request["questions"]
+    ids = tuple(questions)
+    qs = list(questions.values())
+    qtypes = [q["type"] for q in qs]
+    return RequestShape(row.request_id, ids, qtypes,
+                        [level_names_of(q) if t == "score" else None for q, t in zip(qs, qtypes)],
+                        list(map(row.candidates.__getitem__, ids)), list(map(row.targets.__getitem__, ids)), row.slices)
+
+
+def question_layout(rows: Iterable[SnapshotRow]) -> QuestionLayout:
+    """Lay every question of ``rows`` out as arrays (see :class:`QuestionLayout`)."""
+    return layout_of_shapes(map(shape_of, rows))
+
+
+def layout_of_shapes(shapes: Iterable[RequestShape]) -> QuestionLayout:
+    """The layout of requests given as :class:`RequestShape` (from rows, or straight from a TSV's
+    cells without making the rows).
+
+    A question's slices are ``{"type": <type>, "question": <id>, **request slices, **its own
+    question slices}`` (later ones win); request-level slices are gathered once per request.
+    """
+    request_ids: list[str] = []
+    q_counts: list[int] = []
+    qids: list[str] = []
+    qtypes: list[str] = []
+    names: list[list[str] | None] = []
+    cands: list[list[str]] = []
+    targets: list[Any] = []
+    req_slices: list[dict[str, Any]] = []
+    q_overrides: list[tuple[int, dict[str, Any]]] = []  # (question, its own slices)
+    for shape in shapes:  # per request; per-question fields are gathered below in bulk
+        ids = shape.question_ids
+        request_ids.append(shape.request_id)
+        q_counts.append(len(ids))
+        own = shape.slices.get("questions")
+        if own:
+            q_overrides.extend((len(qids) + j, own[q]) for j, q in enumerate(ids) if own.get(q))
+        qids.extend(ids)
+        qtypes.extend(shape.qtypes)
+        names.extend(shape.level_names)
+        cands.extend(shape.candidates)
+        targets.extend(shape.targets)
+        req_slices.append(shape.slices)
+    n = len(qids)
+    raw_label = [t.label for t in targets]
+    unscored = [bool(t.unscored) for t in targets]
+    dists = [t.probabilities for t in targets]
+    labels = [-1 if lab is None or u else lab for lab, u in zip(raw_label, unscored)]
+    has_target = [(d is not None or lab is not None) and not u for d, lab, u in zip(dists, raw_label, unscored)]
+    onehot = [-1 if d is not None or lab is None else lab for d, lab in zip(dists, raw_label)]
+    K = np.fromiter(map(len, cands), dtype=np.int64, count=n)
+    kmax = int(K.max()) if n else 1
+    cand_start = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(K, out=cand_start[1:])
+    # Targets: one-hot where there is a label only, the distribution where there is one.
+    Y = np.zeros((n, kmax))
+    hot = np.array(onehot, dtype=np.int64)
+    rows_hot = np.flatnonzero(hot >= 0)
+    Y[rows_hot, hot[rows_hot]] = 1.0
+    for i, dist in enumerate(dists):
+        if dist is not None:
+            Y[i, : len(dist)] = dist
+    q_start = np.zeros(len(request_ids) + 1, dtype=np.int64)
+    np.cumsum(np.array(q_counts, dtype=np.int64), out=q_start[1:])
+    request_index = np.repeat(np.arange(len(request_ids), dtype=np.int64), q_counts)
+    return QuestionLayout(
+        request_ids=request_ids,
+        q_start=_frozen(q_start),
+        question_ids=qids,
+        qtypes=qtypes,
+        K=_frozen(K),
+        cand_start=_frozen(cand_start),
+        cand_flat=_frozen(np.array(list(chain.from_iterable(cands)), dtype=object)),
+        level_names={i: v for i, v in enumerate(names) if v is not None},
+        Y=_frozen(Y),
+        has_target=_frozen(np.array(has_target, dtype=bool)),
+        label=_frozen(np.array(labels, dtype=np.int64)),
+        unscored=_frozen(np.array(unscored, dtype=bool)),
+        level_order=_level_order(qtypes, cands, n, kmax),
+        slice_columns=_slice_columns(req_slices, request_index, q_overrides, {"type": qtypes, "question": qids}),
+    )
+
+
+def _slice_columns(req_slices: list[dict[str, Any]], request_index: np.ndarray, q_overrides: list[tuple[int, dict[str, Any]]],
+                   base: dict[str, list[str]]) -> dict[str, SliceColumn]:
+    """Every slice column: the question's own value, else its request's, else ``base`` (type and
+    question id), else none (``""``). Request-level values are coded once per request."""
+    in_requests: set[str] = set()
+    for sl in req_slices:
+        in_requests.update(sl)
+    in_requests.discard("questions")
+    overridden: set[str] = set()
+    for _, own in q_overrides:
+        overridden.update(own)
+    out = {}
+    for name in sorted(in_requests | overridden | set(base)):
+        if name not in overridden and name not in base:  # the common case: one value per request
+            per_request = _slice_column([sl.get(name) for sl in req_slices])
+            out[name] = SliceColumn(_frozen(per_request.codes[request_index]), per_request.values)
+            continue
+        if name not in in_requests:
+            col: list[Any] = list(base[name]) if name in base else [None] * len(request_index)
+        else:
+            per = [sl.get(name, _MISSING) for sl in req_slices]
+            col = [per[r] for r in request_index.tolist()]
+            fallback = base.get(name)
+            col = [(fallback[i] if fallback is not None else None) if v is _MISSING else v for i, v in enumerate(col)]
+        for i, own in q_overrides:
+            if name in own:
+                col[i] = own[name]
+        out[name] = _slice_column(col)
+    return out
+
+
+_MISSING = object()
+
+
+def _level_order(qtypes: list[str], cands: list[list[str]], n: int, kmax: int) -> np.ndarray | None:
+    """``(N, kmax)`` column of level ``k`` per row, for score questions whose keys are a
+    permutation of ``"0".."K-1"`` (None when every score question is in level order)."""
+    order = None
+    natural: dict[int, list[str]] = {}
+    for i, qtype in enumerate(qtypes):
+        if qtype != "score":
+            continue
+        keys = cands[i]
+        want = natural.setdefault(len(keys), [str(k) for k in range(len(keys))])
+        if keys != want and sorted(keys) == sorted(want):
+            if order is None:
+                order = np.tile(np.arange(kmax, dtype=np.int32), (n, 1))
+            order[i, : len(keys)] = np.argsort([int(k) for k in keys])
+    return None if order is None else _frozen(order)
+
+
+def _text(v: Any) -> str:
+    return v if v.__class__ is str else ("" if v is None else str(v))
+
+
+def _slice_column(col: list[Any]) -> SliceColumn:
+    """Codes into the sorted distinct values (``None`` -> ``""``, anything else ``str()``, so 1
+    and "1" are one value, as they are for ``np.unique`` over ``str``)."""
+    try:
+        distinct = dict.fromkeys(col)
+        plain = all(v is None or v.__class__ is str for v in distinct)
+    except TypeError:  # an unhashable value (a list, an object)
+        plain = False
+    if not plain:  # compare as text (True and 1 are equal keys but different slice values)
+        col = [_text(v) for v in col]
+        distinct = dict.fromkeys(col)
+    text_of = {v: _text(v) for v in distinct}
+    values = sorted(set(text_of.values()))
+    rank = {t: i for i, t in enumerate(values)}
+    code_of = {v: rank[t] for v, t in text_of.items()}
+    codes = np.fromiter(map(code_of.__getitem__, col), dtype=np.int32, count=len(col))
+    return SliceColumn(_frozen(codes), values)
+
+
+# -- the cache -------------------------------------------------------------------------------------
+
+_ARRAYS = ("q_start", "K", "cand_start", "has_target", "label", "unscored")
+
+
+def cache_path(tsv_path: str | Path) -> Path:
+    tsv_path = Path(tsv_path)
+    return tsv_path.with_name(tsv_path.stem + ".layout.npz")
+
+
+def _payload(layout: QuestionLayout) -> dict[str, np.ndarray]:
+    names = sorted(layout.slice_columns)
+    strings = msgspec.msgpack.encode({
+        "request_ids": layout.request_ids, "question_ids": layout.question_ids, "qtypes": layout.qtypes,
+        "cand_flat": layout.cand_flat.tolist(), "level_names": {str(k): v for k, v in layout.level_names.items()},
+        "slices": [[k, layout.slice_columns[k].values] for k in names],
+    })
+    arrays = {name: np.asarray(getattr(layout, name)) for name in _ARRAYS}
+    arrays["strings"] = np.frombuffer(strings, dtype=np.uint8)
+    # Y is mostly one-hot: kept as the hot column per row plus the rows that are not one-hot
+    Y = layout.Y
+    hot = np.argmax(Y, axis=1) if len(Y) else np.zeros(0, dtype=np.int64)
+    is_hot = (Y[np.arange(len(Y)), hot] == 1.0) & ((Y != 0).sum(axis=1) == 1) if len(Y) else np.zeros(0, bool)
+    arrays["y_hot"] = np.where(is_hot, hot, -1)
+    arrays["y_rows"] = np.flatnonzero(~is_hot & (Y != 0).any(axis=1))
+    arrays["y_values"] = Y[arrays["y_rows"]]
+    arrays["kmax"] = np.array([layout.kmax])
+    if layout.level_order is not None:
+        arrays["level_order"] = layout.level_order
+    for j, k in enumerate(names):
+        arrays[f"slice_{j}"] = layout.slice_columns[k].codes
+    return arrays
+
+
+def _checksum(arrays: dict[str, np.ndarray]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def save_layout(layout: QuestionLayout, tsv_path: str | Path, tsv_sha256: str) -> Path | None:
+    """Write the layout cache of the TSV whose sha256 is ``tsv_sha256`` (atomically; a folder we
+    cannot write to just means no cache)."""
+    from jevkedro.nodes.snapshot import atomic_write_bytes
+
+    path = cache_path(tsv_path)
+    arrays = _payload(layout)
+    meta = {"format": CACHE_FORMAT, "tsv_sha256": tsv_sha256, "checksum": _checksum(arrays)}
+    buf = io.BytesIO()
+    np.savez(buf, meta=np.frombuffer(msgspec.json.encode(meta), dtype=np.uint8), **arrays)
+    try:
+        atomic_write_bytes(path, buf.getvalue())
+    except OSError as exc:
+        log.info("%s: layout cache not written (%s)", path, exc)
+        return None
+    return path
+
+
+def load_layout(tsv_path: str | Path, tsv_sha256: str) -> QuestionLayout | None:
+    """The cached layout of the TSV with hash ``tsv_sha256``, or None (no cache, another TSV's,
+    an older format, or damaged: it is then rebuilt)."""
+    path = cache_path(tsv_path)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+        meta = msgspec.json.decode(arrays.pop("meta").tobytes())
+        if meta.get("format") != CACHE_FORMAT or meta.get("tsv_sha256") != tsv_sha256:
+            return None
+        if meta.get("checksum") != _checksum(arrays):
+            log.warning("%s: damaged layout cache ignored (rebuilt from the snapshot)", path)
+            return None
+        strings = msgspec.msgpack.decode(arrays["strings"].tobytes())
+        n, kmax = len(arrays["K"]), int(arrays["kmax"][0])
+        Y = np.zeros((n, kmax))
+        hot = arrays["y_hot"]
+        rows_hot = np.flatnonzero(hot >= 0)
+        Y[rows_hot, hot[rows_hot]] = 1.0
+        Y[arrays["y_rows"]] = arrays["y_values"]
+        slices = {k: SliceColumn(_frozen(arrays[f"slice_{j}"]), v) for j, (k, v) in enumerate(strings["slices"])}
+        return QuestionLayout(
+            request_ids=strings["request_ids"],
+            question_ids=strings["question_ids"],
+            qtypes=strings["qtypes"],
+            cand_flat=_frozen(np.array(strings["cand_flat"], dtype=object)),
+            level_names={int(k): v for k, v in strings["level_names"].items()},
+            Y=_frozen(Y),
+            level_order=_frozen(arrays["level_order"]) if "level_order" in arrays else None,
+            slice_columns=slices,
+            **{name: _frozen(arrays[name]) for name in _ARRAYS},
+        )
+    except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError, zipfile.BadZipFile, msgspec.DecodeError) as exc:
+        log.warning("%s: unreadable layout cache ignored (%s)", path, exc)
+        return None
