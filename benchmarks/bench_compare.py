@@ -37,7 +37,7 @@ def synthetic_terms(n_requests: int, per_request: int, seed: int, shift: float =
         question_id=np.tile(np.array([f"q{k}" for k in range(per_request)], dtype=object), n_requests),
         hard=np.ones(n, dtype=bool), correct=correct, prob=np.ones(n, dtype=bool),
         nll=-np.log(np.where(correct, conf, 1 - conf).clip(M.NLL_FLOOR)), brier=2 * (1 - np.where(correct, conf, 1 - conf)) ** 2,
-        ece_rows=np.ones(n, dtype=bool), conf=conf, bin=M._bin_index(conf, 15), valid=np.ones(n, dtype=bool),
+        ece_rows=np.ones(n, dtype=bool), conf=conf, bin=M.bin_index(conf, 15), valid=np.ones(n, dtype=bool),
         pred=np.zeros(n, dtype=int),
     )
 

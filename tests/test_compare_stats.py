@@ -26,7 +26,7 @@ def terms(correct, conf=None, valid=None, rid=None, nll=None):
         request_id=rid, question_id=np.array([f"q{i}" for i in range(n)], dtype=object),
         hard=np.ones(n, dtype=bool), correct=correct & valid, prob=valid, nll=np.where(valid, nll, 0.0),
         brier=np.where(valid, 2 * (1 - np.where(correct, conf, 1 - conf)) ** 2, 0.0), ece_rows=valid,
-        conf=np.where(valid, conf, 0.0), bin=np.where(valid, M._bin_index(conf, 15), 0), valid=valid,
+        conf=np.where(valid, conf, 0.0), bin=np.where(valid, M.bin_index(conf, 15), 0), valid=valid,
         pred=np.zeros(n, dtype=int),
     )
 

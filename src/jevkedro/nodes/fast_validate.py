@@ -46,6 +46,7 @@ from jevkedro.nodes.validate import (
     QuestionRecords,
     answers_by_question,
     judge_request,
+    renormalising_divisor,
     sum_reason,
     validate_answer,
 )
@@ -450,7 +451,7 @@ def _judge_probabilities(layout: QuestionLayout, g: np.ndarray, dicts: list[dict
         off = np.abs(sums - 1.0) > tol + 1e-12
         accept = in_range & ~off
         ga = g2[m[accept]]
-        out.P[ga, :k] = V[accept] / sums[accept, None]
+        out.P[ga, :k] = V[accept] / renormalising_divisor(sums[accept])[:, None]
         out.status[ga] = "ok"
         for j, total_j in zip(m[in_range & off].tolist(), sums[in_range & off].tolist()):
             out.invalid(int(g2[j]), sum_reason(total_j, tol))
@@ -487,7 +488,7 @@ def _judge_probabilities(layout: QuestionLayout, g: np.ndarray, dicts: list[dict
         off = np.abs(sums - 1.0) > tol + 1e-12
         accept = in_range & ~off
         ga = g2[m[accept]]
-        out.P[ga, :k] = V[accept] / sums[accept, None]
+        out.P[ga, :k] = V[accept] / renormalising_divisor(sums[accept])[:, None]
         out.status[ga] = "ok"
         for j, total_j in zip(m[in_range & off].tolist(), sums[in_range & off].tolist()):
             out.invalid(int(g2[j]), sum_reason(total_j, tol))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy.special import rel_entr
 
 NLL_FLOOR = 1e-12
 ECE_BINS = 15
@@ -22,10 +23,8 @@ def nll(P: np.ndarray, Y: np.ndarray, floor: float = NLL_FLOOR) -> np.ndarray:
 
 
 def kl_divergence(P: np.ndarray, Y: np.ndarray, floor: float = NLL_FLOOR) -> np.ndarray:
-    """``KL(y || p) = sum_k y_k (ln y_k - ln max(p_k, floor))`` with ``0 ln 0 = 0``."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        terms = np.where(Y > 0, Y * (np.log(np.where(Y > 0, Y, 1.0)) - np.log(np.maximum(P, floor))), 0.0)
-    return terms.sum(axis=1)
+    """``KL(y || p) = sum_k y_k (ln y_k - ln max(p_k, floor))`` with ``0 ln 0 = 0`` (``scipy.special.rel_entr``)."""
+    return rel_entr(Y, np.maximum(P, floor)).sum(axis=1)
 
 
 def brier(P: np.ndarray, Y: np.ndarray) -> np.ndarray:
@@ -57,55 +56,112 @@ def ordinal_mae(P: np.ndarray, Y: np.ndarray) -> np.ndarray:
     return np.abs(P @ levels - Y @ levels)
 
 
+# -- binning and grouped sums: the one implementation every ECE and every per-slice figure uses ----
+
+ECE_METHODS = ("equal_width", "equal_width_right_closed", "equal_frequency")
+# A confidence within this distance of a bin edge is placed by the edge's nominal value: the top
+# probability of a renormalised answer can be a few units in the last place off (0.8 -> 0.7999999999999998).
+EDGE_TOLERANCE = 1e-9
+
+
+def group_sums(codes: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarray:
+    """``sum`` of a per-question value within each group (booleans count 1), in one ``bincount``."""
+    return np.bincount(codes, weights=np.asarray(values, dtype=float), minlength=n_groups)
+
+
+def bin_index(confidence: np.ndarray, n_bins: int = ECE_BINS, right_closed: bool = False) -> np.ndarray:
+    """Equal-width bin of each confidence, by its nominal value.
+
+    ``x = conf * n_bins``, snapped to the nearest integer when within ``EDGE_TOLERANCE * n_bins``
+    of it; left-closed bins ``[k/n, (k+1)/n)`` give ``floor(x)`` (the last bin closed at 1);
+    right-closed bins ``(k/n, (k+1)/n]`` give ``ceil(x) - 1``, so a confidence of exactly 0 is in no
+    bin (``-1``)."""
+    x = np.asarray(confidence, dtype=float) * n_bins
+    near = np.rint(x)
+    x = np.where(np.abs(x - near) <= EDGE_TOLERANCE * n_bins, near, x)
+    idx = (np.ceil(x) - 1 if right_closed else np.floor(x)).astype(np.intp)
+    return np.minimum(idx, n_bins - 1)
+
+
+def equal_mass_bins(confidence: np.ndarray, n_bins: int = ECE_BINS, codes: np.ndarray | None = None,
+                    n_groups: int = 1) -> np.ndarray:
+    """Equal-mass bin of each confidence within its group (``codes``; one group when None).
+
+    A group's questions are sorted by confidence (ties keep their input order, as upstream's stable
+    sort; answers whose sum is 1 up to rounding are not rescaled, see
+    :func:`jevkedro.nodes.validate.renormalising_divisor`, so equal answers tie) and bin ``b`` holds sorted positions
+    ``[b*N // n_bins, (b+1)*N // n_bins)`` (JevAlt-Bench's reference), i.e. position ``i`` is in
+    bin ``((i+1) * n_bins - 1) // N``: when ``N`` is not a multiple of ``n_bins`` the larger bins
+    are the later ones, and with ``N < n_bins`` some bins are empty."""
+    conf = np.asarray(confidence, dtype=float)
+    codes = np.zeros(len(conf), dtype=np.intp) if codes is None else np.asarray(codes, dtype=np.intp)
+    order = np.lexsort((conf, codes))  # by group, then confidence; stable
+    size = np.bincount(codes, minlength=n_groups)
+    start = np.concatenate(([0], np.cumsum(size)[:-1]))
+    position = np.empty(len(conf), dtype=np.intp)
+    position[order] = np.arange(len(conf)) - start[codes[order]]
+    return ((position + 1) * n_bins - 1) // np.maximum(size[codes], 1)
+
+
+def binned_gaps(codes: np.ndarray, n_groups: int, bins: np.ndarray, confidence: np.ndarray, correct: np.ndarray,
+                n_bins: int, rows: np.ndarray | None = None) -> np.ndarray:
+    """``sum_b |hits_gb - conf_gb|`` per group over the (group, bin) cells of the questions in
+    ``rows`` (a question in no bin, ``bin == -1``, adds nothing): ECE_g is this divided by N_g."""
+    inside = bins >= 0 if rows is None else rows & (bins >= 0)
+    cell = codes[inside] * n_bins + bins[inside]
+    hits = group_sums(cell, n_groups * n_bins, np.asarray(correct)[inside])
+    conf = group_sums(cell, n_groups * n_bins, np.asarray(confidence)[inside])
+    return np.abs(hits - conf).reshape(n_groups, n_bins).sum(axis=1)
+
+
+def method_bins(confidence: np.ndarray, method: str, n_bins: int = ECE_BINS, codes: np.ndarray | None = None,
+                n_groups: int = 1) -> np.ndarray:
+    """The bins of one of :data:`ECE_METHODS` (equal-mass bins are per group)."""
+    if method == "equal_width":
+        return bin_index(confidence, n_bins)
+    if method == "equal_width_right_closed":
+        return bin_index(confidence, n_bins, right_closed=True)
+    if method == "equal_frequency":
+        return equal_mass_bins(confidence, n_bins, codes, n_groups)
+    raise ValueError(f"unknown ECE method {method!r}; one of {ECE_METHODS}")
+
+
 def ece(
     confidence: np.ndarray,
     correct: np.ndarray,
     n_bins: int = ECE_BINS,
     right_closed: bool = False,
     return_bins: bool = False,
+    method: str | None = None,
 ) -> Any:
-    """Expected calibration error over equal-width bins: ``sum_b (n_b / N) |acc_b - conf_b|``.
+    """Expected calibration error ``sum_b (n_b / N) |acc_b - conf_b| = sum_b |hits_b - conf_b| / N``.
 
-    Left-closed bins ``[lo, hi)`` with the last bin closed at 1 (generic). ``right_closed=True``
-    gives ``(lo, hi]`` bins over ``n_bins + 1`` edges from 0 to 1 (zh-decision-bench reference);
-    there a confidence of exactly 0 falls in no bin and is left out of the sum, while N still
-    counts it, as upstream's ``np.digitize``-style binning does.
-    """
+    Equal-width bins (:func:`bin_index`): left-closed ``[lo, hi)`` with the last bin closed at 1
+    (generic); ``right_closed=True`` gives ``(lo, hi]`` bins (zh-decision-bench reference), where a
+    confidence of exactly 0 falls in no bin and is left out of the sum while N still counts it, as
+    upstream's ``np.digitize``-style binning does. ``method="equal_frequency"``: equal-mass bins
+    (:func:`equal_mass_bins`). ``return_bins`` adds the table of bins (equal-width edges)."""
     conf = np.asarray(confidence, dtype=float)
     hit = np.asarray(correct, dtype=float)
     n = len(conf)
     if n == 0:
         return (None, []) if return_bins else None
-    edges = np.linspace(0.0, 1.0, n_bins + 1)
-    if right_closed:  # (lo, hi]; conf == 0 -> index -1, in no bin
-        idx = np.minimum(np.digitize(conf, edges, right=True) - 1, n_bins - 1)
-    else:  # [lo, hi), the last bin closed at 1
-        idx = np.digitize(conf, edges[1:-1], right=False)
-    inside = idx >= 0
-    counts = np.bincount(idx[inside], minlength=n_bins)
-    conf_sum = np.bincount(idx[inside], weights=conf[inside], minlength=n_bins)
-    acc_sum = np.bincount(idx[inside], weights=hit[inside], minlength=n_bins)
-    nz = counts > 0
-    gap = np.zeros(n_bins)
-    gap[nz] = np.abs(acc_sum[nz] - conf_sum[nz]) / counts[nz]
-    value = float((counts * gap).sum() / n)
+    method = method or ("equal_width_right_closed" if right_closed else "equal_width")
+    bins = method_bins(conf, method, n_bins)
+    zeros = np.zeros(n, dtype=np.intp)
+    value = float(binned_gaps(zeros, 1, bins, conf, hit, n_bins)[0] / n)
     if not return_bins:
         return value
+    inside = bins >= 0
+    counts = np.bincount(bins[inside], minlength=n_bins)
+    conf_sum, acc_sum = (group_sums(bins[inside], n_bins, x[inside]) for x in (conf, hit))
     table = [
-        {"lo": float(edges[b]), "hi": float(edges[b + 1]), "n": int(counts[b]),
+        {"lo": b / n_bins, "hi": (b + 1) / n_bins, "n": int(counts[b]),
          "confidence": float(conf_sum[b] / counts[b]) if counts[b] else None,
          "accuracy": float(acc_sum[b] / counts[b]) if counts[b] else None}
         for b in range(n_bins)
     ]
     return value, table
-
-
-def _bin_index(conf: np.ndarray, n_bins: int, right_closed: bool = False) -> np.ndarray:
-    """Equal-width bin of each confidence, as in :func:`ece` (-1: in no bin)."""
-    edges = np.linspace(0.0, 1.0, n_bins + 1)
-    if right_closed:
-        return np.minimum(np.digitize(conf, edges, right=True) - 1, n_bins - 1)
-    return np.digitize(conf, edges[1:-1], right=False)
 
 
 def row_stats(P, Y, K, label, valid, has_target, qtype, ece_bins: int = ECE_BINS,
@@ -136,7 +192,7 @@ def row_stats(P, Y, K, label, valid, has_target, qtype, ece_bins: int = ECE_BINS
         "brier": np.where(prob, brier(P, Y), 0.0),
         "ece_rows": ece_rows,
         "conf": np.where(ece_rows, conf, 0.0),
-        "bin": np.where(ece_rows, _bin_index(conf, ece_bins), 0),
+        "bin": np.where(ece_rows, bin_index(conf, ece_bins), 0),
         "is_score": qtype == "score",
         "ordinal": ordinal,
         "rps": np.where(ordinal, ordinal_rps(P_lv, Y_lv, K), 0.0) if ordinal.any() else zeros,
@@ -154,9 +210,8 @@ def aggregate(stats: dict[str, np.ndarray], codes: np.ndarray, n_groups: int, ec
       ``bincount`` over (group, bin) cells: ``ECE_g = sum_b |hits_gb - conf_gb| / N_g``;
     - RPS and ordinal MAE only over ``score`` questions, reported where the group has any.
     """
-    def total(weights, mask=None):
-        w = weights if mask is None else np.where(mask, weights, 0)
-        return np.bincount(codes, weights=w.astype(float), minlength=n_groups)
+    def total(weights):
+        return group_sums(codes, n_groups, weights)
 
     n = np.bincount(codes, minlength=n_groups)
     n_hard, hits = total(stats["hard"]), total(stats["correct"])
@@ -164,11 +219,7 @@ def aggregate(stats: dict[str, np.ndarray], codes: np.ndarray, n_groups: int, ec
     has_score = total(stats["is_score"]) > 0
     nll_sum, brier_sum = total(stats["nll"]), total(stats["brier"])
     rps_sum, mae_sum = total(stats["rps"]), total(stats["mae"])
-    cell = codes * ece_bins + stats["bin"]
-    er = stats["ece_rows"]
-    cell_conf = np.bincount(cell[er], weights=stats["conf"][er], minlength=n_groups * ece_bins)
-    cell_hits = np.bincount(cell[er], weights=stats["correct"][er].astype(float), minlength=n_groups * ece_bins)
-    ece_gap = np.abs(cell_hits - cell_conf).reshape(n_groups, ece_bins).sum(axis=1)
+    ece_gap = binned_gaps(codes, n_groups, stats["bin"], stats["conf"], stats["correct"], ece_bins, stats["ece_rows"])
 
     def ratio(num, den, g):
         return float(num[g] / den[g]) if den[g] else None
@@ -258,22 +309,5 @@ def by_slice(table, name: str) -> dict[str, dict[str, Any]]:
 
 
 def ece_equal_frequency(confidence: np.ndarray, correct: np.ndarray, n_bins: int = ECE_BINS) -> float | None:
-    """ECE over ``n_bins`` equal-mass bins: ``sum_b (|B_b| / n) |mean conf_b - acc_b|``.
-
-    Questions are sorted by confidence (ascending; ties keep their input order) and bin ``b``
-    holds sorted positions ``[b*n // n_bins, (b+1)*n // n_bins)`` (JevAlt-Bench reference, family
-    spec §6), so when ``n`` is not a multiple of ``n_bins`` the larger bins are the later ones;
-    with ``n < n_bins`` some bins are empty and add nothing.
-    """
-    conf = np.asarray(confidence, dtype=float)
-    hit = np.asarray(correct, dtype=float)
-    n = len(conf)
-    if n == 0:
-        return None
-    order = np.argsort(conf, kind="stable")
-    bounds = (np.arange(n_bins + 1) * n) // n_bins
-    bin_of = np.repeat(np.arange(n_bins), np.diff(bounds))
-    # (|B_b|/n) * |mean conf - acc| == |sum conf - sum hit| / n per bin
-    conf_sum = np.bincount(bin_of, weights=conf[order], minlength=n_bins)
-    acc_sum = np.bincount(bin_of, weights=hit[order], minlength=n_bins)
-    return float(np.abs(conf_sum - acc_sum).sum() / n)
+    """ECE over ``n_bins`` equal-mass bins (:func:`equal_mass_bins`; JevAlt-Bench reference, family spec §6)."""
+    return ece(confidence, correct, n_bins, method="equal_frequency")

@@ -24,17 +24,8 @@ from jevkedro.nodes import metrics as M
 from jevkedro.nodes.validate import QuestionTable
 
 SCORER = "jevalkit-decision-protocol-v1"
-ECE_METHODS = ("equal_width", "equal_width_right_closed", "equal_frequency")
-
-
-def reference_ece(conf: np.ndarray, correct: np.ndarray, method: str, n_bins: int = 15) -> float | None:
-    if method == "equal_width":
-        return M.ece(conf, correct, n_bins)
-    if method == "equal_width_right_closed":
-        return M.ece(conf, correct, n_bins, right_closed=True)
-    if method == "equal_frequency":
-        return M.ece_equal_frequency(conf, correct, n_bins)
-    raise ValueError(f"unknown ECE method {method!r}; one of {ECE_METHODS}")
+ECE_METHODS = M.ECE_METHODS
+REFERENCE_ECE_BINS = 15
 
 
 def _reference_terms(table: QuestionTable, nll_floor: float) -> dict[str, np.ndarray]:
@@ -74,24 +65,16 @@ def _soft_kl(P: np.ndarray, Y: np.ndarray, soft: np.ndarray, floor: float) -> np
 
 def _grouped(terms: dict[str, np.ndarray], codes: np.ndarray, n_groups: int, ece_method: str) -> list[dict[str, Any]]:
     def total(x):
-        return np.bincount(codes, weights=x.astype(float), minlength=n_groups)
+        return M.group_sums(codes, n_groups, x)
 
     n, n_hard, hits = total(terms["live"]), total(terms["hard"]), total(terms["correct"])
     n_hv, n_soft = total(terms["hv"]), total(terms["soft"])
     sums = {k: total(terms[k]) for k in ("hard_nll", "hard_brier", "soft_kl", "soft_brier")}
+    # ECE_g = sum_b |hits_gb - conf_gb| / N_g over the method's bins (equal-mass bins within each group)
     hv = terms["hv"]
-    if ece_method == "equal_frequency":  # needs a sort per group
-        ece = np.array([M.ece_equal_frequency(terms["conf"][hv & (codes == g)], terms["correct"][hv & (codes == g)])
-                        or 0.0 for g in range(n_groups)])
-    else:  # equal-width: one bincount over (group, bin) cells, ECE_g = sum_b |hits_gb - conf_gb| / N_g
-        bins = M._bin_index(terms["conf"], 15, right_closed=ece_method == "equal_width_right_closed")
-        inside = hv & (bins >= 0)
-        cell = codes[inside] * 15 + bins[inside]
-        gap = np.abs(np.bincount(cell, weights=terms["correct"][inside].astype(float), minlength=n_groups * 15)
-                     - np.bincount(cell, weights=terms["conf"][inside], minlength=n_groups * 15))
-        ece = gap.reshape(n_groups, 15).sum(axis=1)
-        if ece_method not in ECE_METHODS:
-            raise ValueError(f"unknown ECE method {ece_method!r}; one of {ECE_METHODS}")
+    bins = np.full(len(codes), -1, dtype=np.intp)
+    bins[hv] = M.method_bins(terms["conf"][hv], ece_method, REFERENCE_ECE_BINS, codes[hv], n_groups)
+    ece = M.binned_gaps(codes, n_groups, bins, terms["conf"], terms["correct"], REFERENCE_ECE_BINS, hv)
 
     def ratio(num, den, g):
         return float(num[g] / den[g]) if den[g] else None
@@ -106,7 +89,7 @@ def _grouped(terms: dict[str, np.ndarray], codes: np.ndarray, n_groups: int, ece
         "soft_kl": ratio(sums["soft_kl"], n_soft, g),
         "soft_brier": ratio(sums["soft_brier"], n_soft, g),
         "soft_n": int(n_soft[g]),
-        "reference_ece": (float(ece[g] / n_hv[g]) if ece_method != "equal_frequency" else float(ece[g])) if n_hv[g] else None,
+        "reference_ece": float(ece[g] / n_hv[g]) if n_hv[g] else None,
         "ece_n": int(n_hv[g]),
     } for g in range(n_groups)]
 
@@ -129,12 +112,6 @@ def _joint_codes(table: QuestionTable, cols: tuple[str, ...]) -> tuple[list[str]
     return values, codes.reshape(-1)
 
 
-def reference_stats(table: QuestionTable, mask: np.ndarray, ece_method: str, nll_floor: float = M.NLL_FLOOR) -> dict[str, Any]:
-    """The reference statistics of the questions selected by ``mask``."""
-    terms = {k: v[mask] for k, v in _reference_terms(table, nll_floor).items()}
-    return _grouped(terms, np.zeros(int(mask.sum()), dtype=np.intp), 1, ece_method)[0]
-
-
 def reference_report(
     table: QuestionTable,
     slices: dict[str, str | tuple[str, ...]],
@@ -155,5 +132,5 @@ def reference_report(
         values, codes = _joint_codes(table, cols)
         stats = _grouped(terms, codes, len(values), ece_method)
         groups[name] = {v: st for v, st in zip(values, stats) if v.strip("/")}
-    return {"scorer": SCORER, "upstream_program_ran": False, "ece_method": ece_method, "ece_bins": 15,
+    return {"scorer": SCORER, "upstream_program_ran": False, "ece_method": ece_method, "ece_bins": REFERENCE_ECE_BINS,
             "nll_floor": nll_floor, **extra, "groups": groups}

@@ -50,6 +50,16 @@ from jevkedro.nodes.jsonparse import describe_path
 from jevkedro.protocol import SnapshotRow
 
 SUM_TOLERANCE = 0.01
+# A sum this close to 1 is 1 up to floating-point rounding: the answer is used as given. Dividing by
+# 0.9999999999999999 would turn 0.8 into 0.8000000000000002 (and 1.0000000000000002 into
+# 0.7999999999999998), moving a confidence across a calibration bin edge it sits on.
+EXACT_SUM_TOLERANCE = 1e-12
+
+
+def renormalising_divisor(sums: np.ndarray | float) -> np.ndarray | float:
+    """What each answer is divided by for the generic metrics: its sum, or 1 when the sum is
+    already 1 within :data:`EXACT_SUM_TOLERANCE` (so exact answers stay exact)."""
+    return np.where(np.abs(np.asarray(sums) - 1.0) <= EXACT_SUM_TOLERANCE, 1.0, sums)
 LIST_FLAVOUR_KEY = "_list_flavour"  # set on answers that came from a list-shaped body
 LIST_ENTRIES_KEY = "_list_entries"  # set where a list-shaped body answers one question id several times
 # Statuses of one question at scoring time. ``ok``/``invalid`` exist only for answered questions.
@@ -175,7 +185,7 @@ def validate_answer(
     total = float(arr.sum())
     if abs(total - 1.0) > tolerance + 1e-12:
         return None, sum_reason(total, tolerance)
-    return arr / total, None
+    return arr / renormalising_divisor(total), None
 
 
 def _short_repr_keys(missing: list[str], extra: list[str]) -> str:

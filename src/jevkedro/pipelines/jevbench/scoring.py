@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from jevkedro.nodes import metrics as M
+
 SUM_TOL = 1e-3  # strict validity band
 RENORM_TOL = 2e-2  # headline validity band (rounded answers are rescaled)
 ECE_BINS = 10
@@ -164,26 +166,22 @@ def map_answer(qtype: str, answer: Any) -> tuple[dict[str, Any] | None, str | No
 
 
 def ece_top_label(confidence: np.ndarray, correct: np.ndarray, n_bins: int = ECE_BINS) -> dict[str, Any]:
-    """Release ECE: bin ``min(int(conf * 10), 9)``, ``ece = sum_b (n_b / N) |acc_b - conf_b|``.
+    """Release ECE: bin ``min(int(conf * 10), 9)`` of the confidence's nominal value (the shared
+    :func:`jevkedro.nodes.metrics.bin_index`), ``ece = sum_b (n_b / N) |acc_b - conf_b|``.
 
     Returns ``{ece, n, bins: [{lo, hi, n, mean_confidence, accuracy}]}`` with all ``n_bins`` bins
     (empty ones have ``n = 0`` and null means); ``ece`` is None when there are no pairs.
     """
     conf = np.asarray(confidence, dtype=float)
-    hit = np.asarray(correct, dtype=float)
-    n = len(conf)
-    idx = np.clip((conf * n_bins).astype(int), 0, n_bins - 1) if n else np.zeros(0, dtype=int)
-    counts = np.bincount(idx, minlength=n_bins)
-    conf_sum = np.bincount(idx, weights=conf, minlength=n_bins)
-    acc_sum = np.bincount(idx, weights=hit, minlength=n_bins)
-    nz = counts > 0
-    gap = np.zeros(n_bins)
-    gap[nz] = np.abs(acc_sum[nz] - conf_sum[nz]) / counts[nz]
-    bins = [{"lo": b / n_bins, "hi": (b + 1) / n_bins, "n": int(counts[b]),
-             "mean_confidence": float(conf_sum[b] / counts[b]) if counts[b] else None,
-             "accuracy": float(acc_sum[b] / counts[b]) if counts[b] else None}
-            for b in range(n_bins)]
-    return {"ece": float((counts * gap).sum() / n) if n else None, "n": int(n), "bins": bins}
+    if not len(conf):
+        table = M.ece(np.zeros(1), np.zeros(1), n_bins, return_bins=True)[1]  # the empty bins' edges
+        table = [{**b, "n": 0, "confidence": None, "accuracy": None} for b in table]
+        value = None
+    else:  # the shared equal-width bins: int(conf * 10) by the confidence's nominal value
+        value, table = M.ece(conf, np.asarray(correct, dtype=float), n_bins, return_bins=True)
+    bins = [{"lo": b["lo"], "hi": b["hi"], "n": b["n"], "mean_confidence": b["confidence"], "accuracy": b["accuracy"]}
+            for b in table]
+    return {"ece": value, "n": int(len(conf)), "bins": bins}
 
 
 def brier_item(probs: Mapping[str, float], labels: Sequence[str], expected: Any) -> float:

@@ -580,8 +580,7 @@ def valen_summaries(table, codes: np.ndarray, n_groups: int) -> list[dict[str, A
     outcomes = noul_outcomes(table)
 
     def total(x: np.ndarray) -> np.ndarray:
-        return np.bincount(codes, weights=(x & live if x.dtype == bool else np.where(live, x, 0.0)).astype(float),
-                           minlength=n_groups)
+        return M.group_sums(codes, n_groups, x & live if x.dtype == bool else np.where(live, x, 0.0))
 
     n = total(live)
     sums = {k: total(stats[k]) for k in ("hard", "correct", "prob", "nll", "brier", "ordinal", "rps", "mae")}

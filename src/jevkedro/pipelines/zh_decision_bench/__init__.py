@@ -133,12 +133,9 @@ def _upstream_bootstrap(conf: np.ndarray, correct: np.ndarray) -> dict[str, list
     n = len(conf)
     idx = np.random.default_rng(UPSTREAM_SEED).integers(0, n, (UPSTREAM_RESAMPLES, n))
     acc = correct[idx].mean(axis=1)
-    bins = M._bin_index(conf, 15, right_closed=True)  # (lo, hi]; a confidence of 0 is in no bin
-    cell = (np.arange(UPSTREAM_RESAMPLES)[:, None] * 15 + bins[idx])[bins[idx] >= 0]
-    w_conf, w_hit = conf[idx][bins[idx] >= 0], correct[idx][bins[idx] >= 0].astype(float)
-    gap = np.abs(np.bincount(cell, weights=w_conf, minlength=UPSTREAM_RESAMPLES * 15)
-                 - np.bincount(cell, weights=w_hit, minlength=UPSTREAM_RESAMPLES * 15))
-    ece = gap.reshape(UPSTREAM_RESAMPLES, 15).sum(axis=1) / n
+    bins = M.bin_index(conf, 15, right_closed=True)  # (lo, hi]; a confidence of 0 is in no bin
+    draw = np.repeat(np.arange(UPSTREAM_RESAMPLES), n)  # each resample is a group of the ECE's cells
+    ece = M.binned_gaps(draw, UPSTREAM_RESAMPLES, bins[idx].ravel(), conf[idx].ravel(), correct[idx].ravel(), 15) / n
     return {"accuracy_ci": np.percentile(acc, [2.5, 97.5]).tolist(), "ece_ci": np.percentile(ece, [2.5, 97.5]).tolist()}
 
 
