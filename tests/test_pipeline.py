@@ -135,3 +135,21 @@ def test_summary_names_the_official_headline_and_unsupported(tmp_path):
     (line,) = summary_lines(tmp_path)
     assert "balanced_skill 24.67" in line and "valid 3/4 (1 unsupported)" in line and "p50" not in line
     assert all(len(x) <= 100 for x in line.splitlines())
+
+
+def test_a_damaged_report_is_named_and_the_others_are_still_read(tmp_path, capsys):
+    from jevkedro.summary import main as summary_main
+
+    good = {"model": "m", "view": "zh_decision_bench", "data": "official",
+            "metrics": {"overall": {"accuracy": 0.5, "accuracy_n": 4, "nll": 0.7, "ece": 0.1}},
+            "coverage": {"by_status": {"ok": 4}, "questions": 4}, "latency": {"p50": None}, "official": None}
+    for model, text in (("m", json.dumps(good)), ("half", json.dumps(good)[:40]), ("odd", "[1, 2]")):
+        path = tmp_path / model / "zh_decision_bench" / "report.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(text)
+    assert summary_main([str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "m  " in out and "0.500" in out  # the readable report is in the table
+    assert f"{tmp_path / 'half' / 'zh_decision_bench' / 'report.json'}: skipped, cannot be read" in err
+    assert f"{tmp_path / 'odd' / 'zh_decision_bench' / 'report.json'}: skipped, cannot be read (not a report" in err
+    assert (tmp_path / "leaderboard.csv").read_text().splitlines() == ["model,zh_decision_bench", "m,0.500"]

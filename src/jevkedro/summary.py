@@ -12,14 +12,13 @@ run is not clean (unattempted requests or request errors). The same table is wri
 from __future__ import annotations
 
 import argparse
-import csv
-import io
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from jevkedro.nodes.report import LINE_WIDTH, main_metric, summary_lines, unsupported_view
+import pandas as pd
+
+from jevkedro.nodes.report import LINE_WIDTH, main_metric, read_reports, summary_lines, unsupported_view
 from jevkedro.nodes.snapshot import atomic_write_bytes
 
 UNSUPPORTED = "n/a (unsupported)"
@@ -47,30 +46,23 @@ def cell(report: dict[str, Any] | None) -> str:
     return text + marks
 
 
-def load_reports(root: Path, views: list[str] | None = None, models: list[str] | None = None) -> list[dict[str, Any]]:
-    out = []
-    for path in sorted(root.glob("*/*/report.json")):
-        rep = json.loads(path.read_text(encoding="utf-8"))
-        if (views and rep.get("view") not in views) or (models and rep.get("model") not in models):
-            continue
-        out.append(rep)
-    return out
-
-
-def leaderboard(reports: list[dict[str, Any]]) -> tuple[list[str], list[str], dict[tuple[str, str], str], dict[str, str]]:
-    """Models (rows), views (columns), the cells and each view's headline name."""
-    models = sorted({r["model"] for r in reports})
-    views = sorted({r["view"] for r in reports})
-    cells = {(r["model"], r["view"]): cell(r) for r in reports}
+def leaderboard(reports: list[dict[str, Any]]) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The models × views table of headline cells (sorted both ways; "" where a model has no report
+    for a view) and each view's headline name."""
+    long = pd.DataFrame({"model": [r["model"] for r in reports], "view": [r["view"] for r in reports],
+                         "cell": [cell(r) for r in reports]})
+    table = long.pivot(index="model", columns="view", values="cell").sort_index().sort_index(axis=1).fillna("")
     names = {}
     for r in reports:
         if not unsupported_view(r):
             names.setdefault(r["view"], headline(r)[0])
-    return models, views, cells, {v: names.get(v, "accuracy") for v in views}
+    return table, {v: names.get(v, "accuracy") for v in table.columns}
 
 
-def format_blocks(models: list[str], views: list[str], cells: dict[tuple[str, str], str], width: int = LINE_WIDTH) -> list[str]:
+def format_blocks(table: pd.DataFrame, width: int = LINE_WIDTH) -> list[str]:
     """The table in blocks of view columns, each line at most ``width`` characters."""
+    models, views = list(table.index), list(table.columns)
+    cells = {(m, v): table.at[m, v] for m in models for v in views}
     model_w = min(max([len(m) for m in models] + [5]), 32)
     col_w = {v: max(len(v), max((len(cells.get((m, v), "")) for m in models), default=0)) for v in views}
     for v in views:  # a long view name wraps onto two header lines rather than widening its column
@@ -97,19 +89,15 @@ def format_blocks(models: list[str], views: list[str], cells: dict[tuple[str, st
     return lines
 
 
-def to_csv(models: list[str], views: list[str], cells: dict[tuple[str, str], str]) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["model", *views])
-    for m in models:
-        writer.writerow([m, *(cells.get((m, v), "") for v in views)])
-    return buf.getvalue()
+def to_csv(table: pd.DataFrame) -> str:
+    return table.rename_axis(index="model", columns=None).to_csv(lineterminator="\n")
 
 
-def to_markdown(models: list[str], views: list[str], cells: dict[tuple[str, str], str], names: dict[str, str]) -> str:
+def to_markdown(table: pd.DataFrame, names: dict[str, str]) -> str:
+    views = list(table.columns)
     rows = ["| model | " + " | ".join(views) + " |", "|---|" + "---:|" * len(views),
             "| *headline* | " + " | ".join(names[v] for v in views) + " |"]
-    rows += [f"| {m} | " + " | ".join(cells.get((m, v), "") for v in views) + " |" for m in models]
+    rows += [f"| {m} | " + " | ".join(table.loc[m]) + " |" for m in table.index]
     return "\n".join(rows) + "\n\n`*` part of the questions unsupported; `!` not clean (unattempted requests or request errors).\n"
 
 
@@ -121,20 +109,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-lines", action="store_true", help="the table only, without one line per report")
     args = parser.parse_args(argv)
     root = Path(args.root)
-    reports = load_reports(root, args.view, args.model)
+    reports, broken = read_reports(root, args.view, args.model)
+    for line in broken:
+        print(line, file=sys.stderr)
     if not reports:
         print(f"no reports under {root}" + (" for that filter" if args.view or args.model else "; run `kedro run` first"))
         return 1
-    models, views, cells, names = leaderboard(reports)
+    table, names = leaderboard(reports)
     print("Headline per view (official headline where the family has one, else accuracy):")
-    for line in format_blocks(models, views, cells):
+    for line in format_blocks(table):
         print(line)
     if not args.no_lines:
         print("Per report (accuracy with 95% interval, ECE, valid answers, p50 latency):")
         for line in summary_lines(root, args.view, args.model):
-            print(line)
-    atomic_write_bytes(root / "leaderboard.csv", to_csv(models, views, cells).encode("utf-8"))
-    atomic_write_bytes(root / "leaderboard.md", to_markdown(models, views, cells, names).encode("utf-8"))
+            if line not in broken:
+                print(line)
+    atomic_write_bytes(root / "leaderboard.csv", to_csv(table).encode("utf-8"))
+    atomic_write_bytes(root / "leaderboard.md", to_markdown(table, names).encode("utf-8"))
     print(f"\nthe table as CSV and Markdown: {root / 'leaderboard.csv'}, {root / 'leaderboard.md'}")
     print("MLflow: `make mlflow-ui` (one experiment per view, one run per model)")
     return 0
