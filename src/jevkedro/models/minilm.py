@@ -63,9 +63,10 @@ def candidate_texts(question: dict[str, Any]) -> tuple[list[str], list[str]]:
             desc = criteria.get(key) if isinstance(criteria, dict) else None
             meaning = _text(desc) if desc else ("yes" if key == "true" else "no")
         elif qtype == "choice":
-            desc = criteria.get(key)
+            desc = criteria.get(key) if isinstance(criteria, dict) else None
             meaning = f"{key}: {_text(desc)}" if desc is not None else key
         else:
+            assert criteria is not None  # a score question has its levels (checked by the protocol)
             meaning = _text(criteria[int(key)])
         texts.append(f"{instructions} {meaning}".strip())
     return cands, texts
@@ -88,7 +89,7 @@ class MiniLMAdapter(Adapter):
         self.threads = int(threads)
         self.temperature = float(temperature)
         self.encode_batch_size = int(encode_batch_size)
-        self.model = None
+        self.model: Any = None  # the sentence-transformers model, loaded by setup()
         self.max_tokens = 256
 
     @property
@@ -182,7 +183,7 @@ class MiniLMAdapter(Adapter):
                     if qtype == "noul":
                         answers[qid] = {"type": "noul", "noul": probs["true"]}
                     elif qtype == "choice":
-                        answers[qid] = {"type": "choice", "choice": max(probs, key=probs.get), "probabilities": probs}
+                        answers[qid] = {"type": "choice", "choice": max(probs, key=probs.__getitem__), "probabilities": probs}
                     else:
                         answers[qid] = {"type": "score", "score": sum(int(k) * v for k, v in probs.items()),
                                         "probabilities": probs}

@@ -203,8 +203,8 @@ def run_shard(settings: dict[str, Any], items: list[tuple[str, dict[str, Any]]],
     if shard_url is not None:
         fs, path = _fs(shard_url)
         if fs.exists(path):
-            records = read_shard(shard_url)
-            return {"records": records, "stopped": next((r["error"] for r in records if r["status"] == "unattempted"), None)}
+            stored = read_shard(shard_url)
+            return {"records": stored, "stopped": next((r["error"] for r in stored if r["status"] == "unattempted"), None)}
     adapter = _worker_adapter(settings)
     engine = EngineSettings.from_model(settings)
     records: list[dict[str, Any]] = []

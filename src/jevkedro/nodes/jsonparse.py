@@ -143,7 +143,7 @@ def parse_json(data: bytes | bytearray | memoryview | str) -> ParsedJSON:
         value = _fast(raw)
         if value is not _NOT_FAST:
             return ParsedJSON(value)
-    text = data if isinstance(data, str) else _decode_text(raw)
+    text = data if isinstance(data, str) else _decode_text(raw or b"")
     return _exact(text)
 
 
@@ -154,7 +154,11 @@ def _exact(text: str) -> ParsedJSON:
         obj = dict(pairs)
         if len(obj) != len(pairs):
             seen: set[str] = set()
-            keys = [k for k, _ in pairs if k in seen or seen.add(k)]
+            keys = []
+            for k, _ in pairs:
+                if k in seen:
+                    keys.append(k)
+                seen.add(k)
             repeated[id(obj)] = (obj, list(dict.fromkeys(keys)))  # the object is kept alive: ids stay unique
         return obj
 
