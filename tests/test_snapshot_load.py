@@ -11,7 +11,14 @@ from jevkedro.nodes import layout as L
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.layout import cache_path, question_layout
 from jevkedro.nodes.reference import reference_report
-from jevkedro.nodes.snapshot import PreparedView, SnapshotError, commit_dataset, load_snapshot, verify_snapshot_bytes
+from jevkedro.nodes.snapshot import (
+    PreparedView,
+    SnapshotError,
+    commit_dataset,
+    load_snapshot,
+    manifest_digest,
+    verify_snapshot_bytes,
+)
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.pipelines import zh_decision_bench as zh
 from jevkedro.protocol import SnapshotRow, Target
@@ -129,6 +136,7 @@ def rewrite(root, old: bytes, new: bytes):
     tsv.write_bytes(data)
     manifest = json.loads(manifest_path.read_text())
     manifest["snapshot"]["sha256"] = hashlib.sha256(data).hexdigest()
+    manifest["manifest_sha256"] = manifest_digest(manifest)  # what the writer records over its own fields
     manifest_path.write_text(json.dumps(manifest))
 
 

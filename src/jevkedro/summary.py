@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from jevkedro.datasets import read_reports
 from jevkedro.nodes.report import LINE_WIDTH, main_metric, summary_lines, unsupported_view
 from jevkedro.nodes.snapshot import atomic_write_bytes
 
@@ -48,13 +48,11 @@ def cell(report: dict[str, Any] | None) -> str:
 
 
 def load_reports(root: Path, views: list[str] | None = None, models: list[str] | None = None) -> list[dict[str, Any]]:
-    out = []
-    for path in sorted(root.glob("*/*/report.json")):
-        rep = json.loads(path.read_text(encoding="utf-8"))
-        if (views and rep.get("view") not in views) or (models and rep.get("model") not in models):
-            continue
-        out.append(rep)
-    return out
+    """The readable reports; a broken one (half written, edited) is named on stderr and skipped."""
+    found, problems = read_reports(root, views, models)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return found
 
 
 def leaderboard(reports: list[dict[str, Any]]) -> tuple[list[str], list[str], dict[tuple[str, str], str], dict[str, str]]:

@@ -15,7 +15,6 @@ ids it has that the snapshot does not, counted and named).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from collections.abc import Mapping
@@ -329,12 +328,9 @@ def summary_line(report: Mapping[str, Any], width: int = LINE_WIDTH, model_width
 def summary_lines(reporting_root: str | Path = "data/08_reporting", views: list[str] | None = None,
                   models: list[str] | None = None) -> list[str]:
     """:func:`summary_line` of every report found (optionally only these views and models)."""
-    found = []
-    for path in sorted(Path(reporting_root).glob("*/*/report.json")):
-        rep = json.loads(path.read_text(encoding="utf-8"))
-        if (views and rep.get("view") not in views) or (models and rep.get("model") not in models):
-            continue
-        found.append(rep)
+    from jevkedro.datasets import read_reports
+
+    found, _ = read_reports(reporting_root, views, models)  # a broken report is skipped (load_reports names it)
     model_width = max((len(str(r["model"])) for r in found), default=0)
     view_width = max((len(str(r["view"])) for r in found), default=0)
     return [summary_line(r, model_width=model_width, view_width=view_width) for r in found]

@@ -7,6 +7,12 @@ protocol). Columns: ``request_id``, ``request`` (exactly what a model may see), 
 
 Every byte of a snapshot is deterministic for a given source and mapping, so the family's
 ``manifest.json`` can pin the TSV hash and a changed mapping or source is caught at preparation.
+
+The manifest carries ``manifest_sha256``, the sha256 of its own other fields (canonical JSON,
+:func:`manifest_digest`): a manifest whose view, family, data kind, counts, sources or snapshot
+hash were edited after it was written is refused when it is read. (It guards against edits, not
+forgery: what makes a forged snapshot fail is the family's pin, looked up by the data kind the
+run's settings ask for — see :func:`jevkedro.family.check_snapshot_kind`.)
 """
 
 from __future__ import annotations
@@ -218,6 +224,17 @@ def render_tsv(rows: Iterable[SnapshotRow]) -> bytes:
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
+MANIFEST_DIGEST = "manifest_sha256"
+
+
+def manifest_digest(manifest: Mapping[str, Any]) -> str:
+    """sha256 of a snapshot manifest's fields other than :data:`MANIFEST_DIGEST`, as canonical JSON
+    (keys sorted, no spaces, UTF-8): recorded in the manifest and checked when it is read."""
+    fields = {k: v for k, v in manifest.items() if k != MANIFEST_DIGEST}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+                          .encode("utf-8")).hexdigest()
+
+
 def snapshot_paths(root: str | Path, view: str) -> tuple[Path, Path]:
     root = Path(root)
     return root / f"{view}.tsv", root / f"{view}.manifest.json"
@@ -259,6 +276,7 @@ def commit_dataset(prepared: PreparedView, root: str | Path) -> dict[str, Any]:
         "notes": prepared.notes,
         "writer": f"jevkedro {__version__}",
     }
+    manifest[MANIFEST_DIGEST] = manifest_digest(manifest)
     atomic_write_bytes(tsv_path, payload)
     atomic_write_json(manifest_path, manifest)
     return manifest
@@ -564,8 +582,9 @@ def _parse_row(path: Path, lineno: int, line: str | bytes) -> SnapshotRow:
     return _RowReader(Path(path)).row(lineno, line.encode("utf-8") if isinstance(line, str) else line)
 
 
-def read_manifest(path: Path) -> dict[str, Any]:
-    """A snapshot manifest; a damaged or truncated one is refused naming the file and the fix."""
+def read_manifest(path: Path, view: str | None = None) -> dict[str, Any]:
+    """A snapshot manifest (of ``view``, when given); a damaged, truncated or edited one, or one of
+    another view, is refused naming the file and the fix."""
     fix = "prepare the snapshot again (its prepare_snapshot node) to rewrite it"
     try:
         manifest = json.loads(path.read_bytes().decode("utf-8"))
@@ -576,6 +595,15 @@ def read_manifest(path: Path) -> dict[str, Any]:
         raise SnapshotError(f"{path}: not UTF-8 (byte {exc.start}); {fix}") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("snapshot", {}), dict):
         raise SnapshotError(f"{path}: not a snapshot manifest (expected an object with a snapshot object); {fix}")
+    recorded = manifest.get(MANIFEST_DIGEST)
+    if recorded is None:
+        raise SnapshotError(f"{path}: has no {MANIFEST_DIGEST} (written by hand or by an older jevkedro), so its "
+                            f"fields cannot be trusted; {fix}")
+    if recorded != manifest_digest(manifest):
+        raise SnapshotError(f"{path}: its fields were edited after it was written ({MANIFEST_DIGEST} {recorded} does not "
+                            f"match {manifest_digest(manifest)}); refusing a changed manifest — {fix}")
+    if view is not None and manifest.get("view") != view:
+        raise SnapshotError(f"{path}: is the manifest of view {manifest.get('view')!r}, not of {view!r}; {fix}")
     return manifest
 
 
@@ -607,7 +635,7 @@ def load_snapshot(root: str | Path, view: str) -> Snapshot:
     tsv_path, manifest_path = snapshot_paths(root, view)
     if not tsv_path.is_file() or not manifest_path.is_file():
         raise SnapshotError(f"no snapshot for {view} in {Path(root)}: run its prepare_snapshot node first")
-    manifest = read_manifest(manifest_path)
+    manifest = read_manifest(manifest_path, view)
     raw = tsv_path.read_bytes()
     digest_of = _sha256_in_background(raw)
     recorded = manifest.get("snapshot", {}).get("sha256")
