@@ -7,8 +7,6 @@ Every faulty file is refused before anything is scored with a message naming the
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from jevkedro.models import make_adapter
@@ -24,12 +22,12 @@ def snapshot(tmp_path):
 
 
 def answers(noul="0.8", queue='{"billing": 0.5, "tech": 0.3, "other": 0.2}'):
-    return ('{"is_billing": {"type": "noul", "noul": %s}, "queue": {"type": "choice", "probabilities": %s}, '
-            '"anger": {"type": "score", "probabilities": {"0": 0.2, "1": 0.5, "2": 0.3}}}' % (noul, queue))
+    return ('{"is_billing": {"type": "noul", "noul": ' + noul + '}, "queue": {"type": "choice", "probabilities": ' + queue
+            + '}, "anger": {"type": "score", "probabilities": {"0": 0.2, "1": 0.5, "2": 0.3}}}')
 
 
 def line(rid="r00000", body=None):
-    return '{"request_id": "%s", "response": {"answers": %s}}' % (rid, body or answers())
+    return '{"request_id": "' + rid + '", "response": {"answers": ' + (body or answers()) + '}}'
 
 
 def replay(snapshot, tmp_path, text: str | bytes):
