@@ -205,3 +205,17 @@ def test_a_bad_prepare_setting_is_refused_naming_the_view_and_key(values, messag
 def test_a_bad_gate_is_refused_naming_the_gate(values, message):
     with pytest.raises(SettingsError, match=message.replace(".", r"\.")):
         parse_gates(values)
+
+
+@pytest.mark.parametrize("endpoint", ["ftp://127.0.0.1:9/x", "localhost:8000", "http://", "not a url"])
+def test_an_endpoint_that_is_not_an_http_url_is_refused_before_anything_is_asked(endpoint):
+    with pytest.raises(ValueError, match=rf"model.endpoint must be an http\(s\) URL, got '{endpoint}'"):
+        make_adapter({"adapter": "systemone", "endpoint": endpoint, "api_key_env": ""})
+
+
+@pytest.mark.parametrize("adapter", ["systemone", "openai_compat"])
+def test_a_key_variable_that_is_not_set_is_named_with_the_fix(adapter, monkeypatch):
+    monkeypatch.delenv("JEV_HOSTILE_UNSET_KEY", raising=False)
+    with pytest.raises(ValueError, match="model.api_key_env names JEV_HOSTILE_UNSET_KEY, which is not set: export it"):
+        make_adapter({"adapter": adapter, "endpoint": "http://127.0.0.1:9", "model": "m",
+                      "api_key_env": "JEV_HOSTILE_UNSET_KEY"}).setup()
