@@ -34,7 +34,7 @@ import numpy as np
 
 from jevkedro import __version__
 from jevkedro.nodes.gcpause import gc_paused
-from jevkedro.nodes.jsonparse import JSONTextError, parse_json
+from jevkedro.nodes.jsonparse import JSONTextError, describe_path, parse_json
 from jevkedro.nodes.layout import load_layout, save_layout
 from jevkedro.nodes.validate import level_names_of
 from jevkedro.protocol import SnapshotRow, Target, dumps
@@ -92,9 +92,40 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
     atomic_write_bytes(path, (json.dumps(obj, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
 
 
+class SourceJSONError(ValueError):
+    """Why the JSON text of an upstream source is refused; ``syntax`` when it is not JSON at all."""
+
+    def __init__(self, what: str, syntax: bool) -> None:
+        super().__init__(what)
+        self.syntax = syntax
+
+
+def read_source_json(text: str) -> Any:
+    """One JSON document of an upstream source, read strictly. Beyond text that is not JSON, a key
+    repeated within one object (parsers keep one of its values silently: which was meant is
+    unknown) and a number beyond the range of a double (it would be read as infinity) are refused:
+    a label or a target must never change on the way in. Raises :class:`SourceJSONError`."""
+    try:
+        parsed = parse_json(text)
+    except JSONTextError as exc:
+        if exc.line is None:  # nested too deeply: no single place to name
+            raise SourceJSONError(f"cannot be read ({exc.msg})", syntax=False) from None
+        at = f"column {exc.column}" if exc.line == 1 else f"line {exc.line} column {exc.column}"
+        raise SourceJSONError(f"not valid JSON ({exc.msg} at {at})", syntax=True) from None
+    if parsed.duplicate_keys:
+        keys = ", ".join(describe_path(p) for p in parsed.duplicate_keys[:5])
+        raise SourceJSONError(f"key repeated within one object ({keys}): which of its values is meant is unknown",
+                              syntax=False)
+    if parsed.numbers_out_of_range:
+        raise SourceJSONError(f"{parsed.numbers_out_of_range} number(s) beyond the range of a double "
+                              "(they would be read as infinity)", syntax=False)
+    return parsed.value
+
+
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)``; a malformed line raises naming file, line and column
-    (bytes that are not UTF-8 and numbers Python cannot read included)."""
+    (bytes that are not UTF-8, repeated keys and numbers a double cannot hold included:
+    :func:`read_source_json`)."""
     path = Path(path)
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
@@ -105,11 +136,9 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SourceFormatError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-            except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit, deep nesting
-                raise SourceFormatError(f"{path}:{lineno}: cannot be read ({type(exc).__name__}: {str(exc)[:200]})") from None
+                obj = read_source_json(line)
+            except SourceJSONError as exc:
+                raise SourceFormatError(f"{path}:{lineno}: {exc}") from None
             if not isinstance(obj, dict):
                 raise SourceFormatError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
             yield lineno, obj
@@ -124,10 +153,9 @@ def json_cell(where: str, column: str, text: Any) -> Any:
     if not isinstance(text, str):
         raise SourceFormatError(f"{where}: column {column} must hold JSON text, got {type(text).__name__}")
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SourceFormatError(
-            f"{where}: column {column} is not valid JSON ({exc.msg} at column {exc.colno})") from None
+        return read_source_json(text)
+    except SourceJSONError as exc:
+        raise SourceFormatError(f"{where}: column {column} is {exc}" if exc.syntax else f"{where}: column {column}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -231,6 +259,8 @@ def manifest_digest(manifest: Mapping[str, Any]) -> str:
     """sha256 of a snapshot manifest's fields other than :data:`MANIFEST_DIGEST`, as canonical JSON
     (keys sorted, no spaces, UTF-8): recorded in the manifest and checked when it is read."""
     fields = {k: v for k, v in manifest.items() if k != MANIFEST_DIGEST}
+    # as it reads back from the file: integer keys become strings (and then sort as strings), tuples lists
+    fields = json.loads(json.dumps(fields, ensure_ascii=False))
     return hashlib.sha256(json.dumps(fields, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
                           .encode("utf-8")).hexdigest()
 
