@@ -35,10 +35,11 @@ CLASSES = {
 # (pattern searched in the node id, class): the first that matches wins
 RULES: list[tuple[str, str]] = [
     (r"test_hostile_secrets\.py", "1"),
-    (r"number_no_double_holds|one_bad_number_or_repeated_key|\[(5000-digit-number|1e400)\]", "2"),
+    (r"number_no_double_holds|one_bad_number_or_repeated_key|\[(5000-digit-number|1e400)\]|beyond the range", "2"),
     (r"test_hostile_snapshots\.py::.*(kind|forged|manifest|another_view|relabelled)", "3"),
     (r"test_hostile_snapshots\.py", "snapshots"),
-    (r"test_hostile_writers\.py::.*(second_process|holder_killed|lock_is_reentrant|two_kedro_runs)", "4"),
+    (r"test_hostile_writers\.py::.*(second_process|holder_killed|lock_is_reentrant|two_kedro_runs|lock_file|overwritten"
+     r"|score_only|another_view)", "4"),
     (r"test_hostile_writers\.py", "5"),
     (r"model_name_that_is_not|plain_names_are_kept", "6"),
     (r"test_hostile_outputs\.py::.*(write|kill_in_the_middle|broken_report|summary_command|damaged_json|compare|serialised)", "7"),

@@ -111,6 +111,52 @@ def test_the_lock_is_reentrant_within_a_process_and_released_after(tmp_path):
     assert output_lock.held_folders() == [] and not (folder / output_lock.LOCK_FILE).exists()
 
 
+@pytest.mark.parametrize("left_behind", [b"", b"not json", b'{"pid": 999999, "host": "elsewhere"}'])
+def test_a_lock_file_nobody_holds_never_blocks_whatever_it_says(tmp_path, server, snapshot, left_behind):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / output_lock.LOCK_FILE).write_bytes(left_behind)  # a copy, an editor, a dead run on another host
+    summary, _ = run(snapshot, folder, settings_for(server))
+    assert summary["statuses"] == {"ok": N} and not (folder / output_lock.LOCK_FILE).exists()
+
+
+def test_a_held_lock_whose_file_was_overwritten_still_refuses_naming_the_folder(tmp_path, server, snapshot):
+    folder = tmp_path / "out"
+    holder = hold_in_another_process(tmp_path, folder)
+    try:
+        (folder / output_lock.LOCK_FILE).write_bytes(b"garbage")  # same file: the holder's flock stands
+        with pytest.raises(OutputFolderBusy, match=r"another run is writing this output folder \(a process that has not said who"):
+            run(snapshot, folder, settings_for(server))
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_score_only_run_is_refused_when_it_loads_the_log_of_a_held_folder(tmp_path):
+    from kedro.io.core import DatasetError
+
+    from jevkedro.datasets import PredictionsDataset
+
+    folder = tmp_path / "out"
+    holder = hold_in_another_process(tmp_path, folder)
+    try:  # Kedro wraps the refusal in its DatasetError, which names the dataset too
+        with pytest.raises(DatasetError, match=rf"PredictionsDataset.*\n.*{folder}: another run is writing .*pid {holder.pid}"):
+            PredictionsDataset(str(folder / "predictions.jsonl")).load()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_another_view_of_the_same_model_is_not_blocked(tmp_path, server, snapshot):
+    holder = hold_in_another_process(tmp_path, tmp_path / "out" / "m" / "view_a")
+    try:
+        summary, _ = run(snapshot, tmp_path / "out" / "m" / "view_b", settings_for(server))
+        assert summary["statuses"] == {"ok": N}
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 @pytest.mark.e2e
 def test_two_kedro_runs_with_the_same_model_name_the_second_is_refused_and_the_first_reports(tmp_path, monkeypatch):
     """The issue's case: before, both runs asked the server everything and both failed at compaction."""
