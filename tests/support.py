@@ -6,6 +6,8 @@ Fixtures live in ``conftest.py``; everything a test imports by name lives here.
 
 from __future__ import annotations
 
+import base64
+import html
 import json
 import os
 import shutil
@@ -14,6 +16,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -180,3 +183,42 @@ def write_rows(path: Path, rows: list[dict], stamp: str | None = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path)
     return path
+
+
+# -- secrets: the spellings of a key that files are searched for ------------------------------------
+
+def key_forms(key: str) -> dict[str, bytes]:
+    """Every spelling of ``key`` a file could hold it in (what the corpus searches written files for):
+    as is, in either case, percent-encoded, hex, JSON-escaped, HTML entities, base64 in both alphabets
+    at every alignment (the part that depends on the key alone), and 16-character pieces of it."""
+    raw = key.encode("utf-8")
+    forms = {
+        "as is": raw, "upper": key.upper().encode(), "lower": key.lower().encode(),
+        "percent": quote(key, safe="").encode(), "quote_plus": quote_plus(key).encode(),
+        "percent every byte": "".join(f"%{b:02X}" for b in raw).encode(),
+        "hex": raw.hex().encode(), "HEX": raw.hex().upper().encode(),
+        "json \\u": "".join(f"\\u{ord(c):04x}" for c in key).encode(),
+        "json \\/": key.replace("/", "\\/").encode(),
+        "html entities": "".join(f"&#{ord(c)};" for c in key).encode(),
+        "html entities (escaped)": html.escape("".join(f"&#{ord(c)};" for c in key)).encode(),
+    }
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + raw).decode()
+        core = encoded[-(-8 * offset // 6): 8 * (offset + len(raw)) // 6]
+        forms[f"base64 at {offset}"] = core.encode()
+        forms[f"base64url at {offset}"] = core.translate(str.maketrans("+/", "-_")).encode()
+    if len(key) > 16:
+        for start in (0, len(key) // 2 - 8, len(key) - 16):
+            forms[f"piece at {start}"] = key[start: start + 16].encode()
+    return forms
+
+
+def leaks(data: bytes, key: str) -> list[str]:
+    """The spellings of ``key`` found in ``data`` (empty: none)."""
+    low = data.lower()
+    found = []
+    for name, form in key_forms(key).items():
+        hay, needle = (data, form) if name.startswith("base64") else (low, form.lower())
+        if needle in hay:
+            found.append(name)
+    return found

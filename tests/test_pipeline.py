@@ -150,6 +150,6 @@ def test_a_damaged_report_is_named_and_the_others_are_still_read(tmp_path, capsy
     assert summary_main([str(tmp_path)]) == 0
     out, err = capsys.readouterr()
     assert "m  " in out and "0.500" in out  # the readable report is in the table
-    assert f"{tmp_path / 'half' / 'zh_decision_bench' / 'report.json'}: skipped, cannot be read" in err
-    assert f"{tmp_path / 'odd' / 'zh_decision_bench' / 'report.json'}: skipped, cannot be read (not a report" in err
+    assert f"skipped {tmp_path / 'half' / 'zh_decision_bench' / 'report.json'}: not valid JSON" in err
+    assert f"skipped {tmp_path / 'odd' / 'zh_decision_bench' / 'report.json'}: not a report" in err
     assert (tmp_path / "leaderboard.csv").read_text().splitlines() == ["model,zh_decision_bench", "m,0.500"]

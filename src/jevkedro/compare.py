@@ -23,13 +23,13 @@ a table. Exit status: 0, or 2 when an input is missing or the runs are not compa
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from jevkedro.datasets import BrokenFileError, read_json_document
 from jevkedro.nodes import compare as stats
 from jevkedro.nodes.infer import PredictionLog
 from jevkedro.nodes.plots import comparison_reliability_figure, figure_png, slice_differences_figure
@@ -50,7 +50,10 @@ def _report(root: Path, model: str, view: str) -> dict[str, Any]:
     if not path.is_file():
         raise CompareError(f"{path}: no report for model {model!r} on view {view!r}; "
                            f"run `kedro run --pipelines={view} --params=model.name={model}` first")
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        return read_json_document(path)
+    except BrokenFileError as exc:
+        raise CompareError(str(exc)) from None
 
 
 def _records(root: Path, model: str, view: str) -> dict[str, Any]:

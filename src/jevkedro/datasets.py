@@ -2,7 +2,9 @@
 
 ``{view}.release`` (raw) -> ``{view}.snapshot`` (primary) -> ``{view}.predictions`` (model output) ->
 ``{view}.report`` / ``{view}.official`` (reporting). Every file written here is written atomically
-(temp file + rename), so a killed run never leaves half a file where a good one was.
+(temp file + rename), so a killed run never leaves half a file where a good one was; a file that is
+broken anyway (edited, copied half) is refused naming it, and :func:`read_reports` names a broken
+report and goes on with the others.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from kedro_datasets._typing import JSONPreview, TablePreview
 
 from jevkedro.config import PrepareOptions, parse_prepare_options
 from jevkedro.family import Release
+from jevkedro.nodes import output_lock
 from jevkedro.nodes.infer import PredictionLog
 from jevkedro.nodes.snapshot import (
     PreparedView,
@@ -86,13 +89,16 @@ class PredictionsDataset(AbstractDataset[PredictionLog, PredictionLog]):
     """The append-only predictions log of one (model, view); loads as a :class:`PredictionLog`.
 
     Inference appends to the log as answers arrive (crash safety needs that), so saving only
-    checks that the log handed back is this file and flushes it.
+    checks that the log handed back is this file and flushes it. Loading first takes the output
+    folder's lock (:mod:`jevkedro.nodes.output_lock`) for the rest of the pipeline: a second run
+    with the same ``model.name`` on the same view is refused before it asks anything.
     """
 
     def __init__(self, filepath: str, metadata: dict[str, Any] | None = None) -> None:
         self.filepath, self.metadata = Path(filepath), metadata
 
     def load(self) -> PredictionLog:
+        output_lock.claim(self.filepath.parent)
         return PredictionLog(self.filepath)
 
     def save(self, data: PredictionLog) -> None:
@@ -107,6 +113,47 @@ class PredictionsDataset(AbstractDataset[PredictionLog, PredictionLog]):
         return {"filepath": str(self.filepath)}
 
 
+class BrokenFileError(DatasetError):
+    """A JSON or JSON Lines file the project wrote that cannot be read back (the message names it)."""
+
+
+def read_json_document(path: str | Path) -> Any:
+    """A JSON file; one that is missing, not UTF-8, empty, truncated or otherwise not JSON raises
+    :class:`BrokenFileError` naming the file, the place and what to do."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BrokenFileError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise BrokenFileError(f"{path}: not UTF-8 (byte {exc.start + 1}); write it again (rerun the node that writes it)") from None
+    except json.JSONDecodeError as exc:
+        what = "empty" if not data.strip() else f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        raise BrokenFileError(f"{path}: {what}; write it again (rerun the node that writes it)") from None
+
+
+def read_reports(root: str | Path, views: list[str] | None = None,
+                 models: list[str] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every ``<root>/<model>/<view>/report.json`` (optionally only these views and models) and one
+    problem line per report that could not be read (named, then skipped: the others are still read)."""
+    found, problems = [], []
+    for path in sorted(Path(root).glob("*/*/report.json")):
+        try:
+            rep = read_json_document(path)
+        except BrokenFileError as exc:
+            problems.append(f"skipped {exc}")
+            continue
+        if not isinstance(rep, dict) or not isinstance(rep.get("metrics"), dict) or "view" not in rep or "model" not in rep:
+            problems.append(f"skipped {path}: not a report (expected an object with view, model and metrics)")
+            continue
+        if (views and rep.get("view") not in views) or (models and rep.get("model") not in models):
+            continue
+        found.append(rep)
+    return found, problems
+
+
 class JSONDataset(AbstractDataset[dict, dict]):
     """A JSON document (UTF-8, non-ASCII kept, indented), written atomically."""
 
@@ -114,10 +161,7 @@ class JSONDataset(AbstractDataset[dict, dict]):
         self.filepath, self.metadata = Path(filepath), metadata
 
     def load(self) -> Any:
-        try:
-            return json.loads(self.filepath.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{self.filepath}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        return read_json_document(self.filepath)
 
     def save(self, data: Any) -> None:
         atomic_write_json(self.filepath, data)
@@ -157,8 +201,19 @@ class JSONLinesDataset(AbstractDataset[list, list]):
         self.filepath, self.metadata = Path(filepath), metadata
 
     def load(self) -> list[dict[str, Any]]:
-        with open(self.filepath, encoding="utf-8") as fh:
-            return [json.loads(line) for line in fh if line.strip()]
+        out = []
+        with open(self.filepath, "rb") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                if not raw.strip():
+                    continue
+                try:
+                    out.append(json.loads(raw.decode("utf-8")))
+                except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                    where = (f"column {exc.colno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError)
+                             else f"byte {exc.start + 1}: not UTF-8")
+                    raise BrokenFileError(f"{self.filepath}:{lineno}: not a JSON line ({where}); write it again "
+                                          "(rerun the node that writes it)") from None
+        return out
 
     def save(self, data: list[dict[str, Any]]) -> None:
         if hasattr(data, "jsonl"):  # per-question records write themselves column-wise (same records)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from jevkedro.config import PrepareOptions, parse_prepare_options
-from jevkedro.nodes.snapshot import SnapshotError, SourceFile, SourceFormatError, atomic_write_json, commit_dataset
+from jevkedro.nodes.snapshot import DATA_KINDS, SnapshotError, SourceFile, SourceFormatError, atomic_write_json, commit_dataset
 from jevkedro.protocol import candidates_for
 
 DEFAULT_SNAPSHOT_ROOT = Path("data/02_snapshots")
@@ -54,6 +54,49 @@ def expected_for(family: str, view: str, data: str) -> dict[str, Any]:
 
 def pinned_snapshot_sha256(family: str, view: str, data: str) -> str | None:
     return expected_for(family, view, data).get("snapshot_sha256")
+
+
+def known_data_kinds(family: str, view: str) -> set[str]:
+    """The data kinds the family's ``manifest.json`` knows for ``view`` (pinned or described)."""
+    spec = family_manifest(family)
+    view_spec = spec.get("views", {}).get(view, {})
+    return (set(spec.get("data_kinds", {})) | set(spec.get("sources", {}))
+            | set(view_spec.get("counts", {})) | set(view_spec.get("snapshot_sha256", {})))
+
+
+def check_snapshot_kind(manifest: dict[str, Any], where: Path | str, family: str, view: str, asked: str) -> None:
+    """Refuse a snapshot that is not what the run asked for, before its pins are looked up.
+
+    ``asked`` is the data kind of the run's typed settings (``<view>.prepare.data``), never the
+    manifest's own word: the family's pins (snapshot hash, source hashes) are looked up by it, so a
+    manifest cannot choose a kind without a pin. Refused, naming ``where`` (the manifest) and the
+    setting: a kind the family does not know, a manifest of another view or family, a manifest
+    whose ``data`` differs from the kind asked for (a misspelt kind included), and sources whose
+    sha256 differ from the files the family pins for that kind.
+    """
+    setting = f"{view}.prepare.data"
+    known = known_data_kinds(family, view)
+    if asked not in known:
+        raise SnapshotError(f"{setting}={asked!r}: the {family} family has no {asked!r} data for view {view} "
+                            f"(known: {', '.join(sorted(known))})")
+    if manifest.get("view") != view or manifest.get("family") != family:
+        raise SnapshotError(f"{where}: a snapshot of view {manifest.get('view')!r} of family {manifest.get('family')!r}, "
+                            f"not of {view!r} ({family})")
+    kind = manifest.get("data")
+    if kind != asked:
+        what = f"data kind {kind!r}" + ("" if kind in DATA_KINDS else f" (not a data kind: {', '.join(DATA_KINDS)})")
+        raise SnapshotError(f"{where}: the snapshot records {what}, but this run asks for {asked!r} ({setting}); "
+                            f"prepare it again from the {asked} release, or set {setting} to the kind you mean")
+    pinned: dict[str, set[str]] = {}  # file name -> pinned hashes (names repeat across folders: en/test.jsonl, ...)
+    for pin in family_manifest(family).get("sources", {}).get(asked, []):
+        if pin.get("sha256"):
+            pinned.setdefault(Path(pin["file"]).name, set()).add(pin["sha256"])
+    for source in manifest.get("sources") or []:
+        name = Path(str(source.get("file", ""))).name if isinstance(source, dict) else ""
+        if name in pinned and source.get("sha256") not in pinned[name]:
+            raise SnapshotError(f"{where}: source {name} has sha256 {source.get('sha256')}, but the {family} {asked} "
+                                f"release pins {', '.join(sorted(pinned[name]))}; this snapshot was not prepared from "
+                                f"the {asked} release")
 
 
 @dataclass(frozen=True)

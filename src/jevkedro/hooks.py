@@ -26,8 +26,10 @@ from kedro.framework.hooks import hook_impl
 
 from jevkedro import console
 from jevkedro.config import check_parameters
+from jevkedro.nodes import output_lock
 from jevkedro.nodes.report import summary_line
 from jevkedro.nodes.tracking import environment_tags, fail_stale_runs, jevkedro_experiment_ids, live_tags, log_failed_view_run, track
+from jevkedro.redaction import redact_registered, register_secret
 from jevkedro.registry import VIEWS
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,7 @@ class ModelKeysFromCredentials:
             raise ValueError(f"credentials.yml: {CREDENTIALS_KEY} must map environment variable names to keys")
         exported = []
         for name, value in keys.items():
+            register_secret(str(value) if value else None)  # kept out of every log line from now on
             if value and not os.environ.get(name):
                 os.environ[str(name)] = str(value)
                 exported.append(str(name))
@@ -77,6 +80,20 @@ class CheckSettings:
             dataset = catalog.get(f"{view}.release")
             if dataset is not None and hasattr(dataset, "bind"):
                 dataset.bind(options)
+
+
+class ReleaseOutputFolders:
+    """Let go of the output folders' locks the predictions datasets took (one writer per output
+    folder, :mod:`jevkedro.nodes.output_lock`) once the pipeline has ended, well or not. Registered
+    last, so it runs before the other ``after_pipeline_run`` hooks (one of which may raise)."""
+
+    @hook_impl
+    def after_pipeline_run(self, run_params, pipeline, catalog) -> None:
+        output_lock.release_claims()
+
+    @hook_impl
+    def on_pipeline_error(self, error, run_params, pipeline, catalog) -> None:
+        output_lock.release_claims()
 
 
 class GateFailure(click.ClickException):
@@ -234,7 +251,8 @@ class TrackViewRuns:
             self._model = _flat_model(inputs["params:model"]) or self._model
         text = f"{node.name} failed: {type(error).__name__}: {error}"
         for secret in _secrets(self._model):
-            text = text.replace(secret, "[REDACTED]")
+            register_secret(secret)
+        text = redact_registered(text)
         name = str(self._model.get("name") or "unnamed")
         try:
             run_id = log_failed_view_run(name, view, text, self.tracking_uri,

@@ -2,7 +2,7 @@
 
 from kedro.config import OmegaConfigLoader
 
-from jevkedro.hooks import CheckSettings, ModelKeysFromCredentials, TrackViewRuns
+from jevkedro.hooks import CheckSettings, ModelKeysFromCredentials, ReleaseOutputFolders, TrackViewRuns
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {
@@ -13,8 +13,9 @@ CONFIG_LOADER_ARGS = {
 
 # Settings are checked (and the releases located) before anything runs; API keys named in
 # conf/local/credentials.yml (model_api_keys) become environment variables; each scored view is
-# logged to MLflow once its outputs are saved.
-HOOKS = (CheckSettings(), ModelKeysFromCredentials(), TrackViewRuns())
+# logged to MLflow once its outputs are saved; the output folders' locks (one writer per folder) are
+# let go when the pipeline ends (registered last: pluggy calls it first).
+HOOKS = (CheckSettings(), ModelKeysFromCredentials(), TrackViewRuns(), ReleaseOutputFolders())
 
 # kedro-mlflow (conf/base/mlflow.yml) records each `kedro run` in the experiment `jevkedro` (run named
 # after the pipeline, the flattened parameters as params); TrackViewRuns records one run per

@@ -18,7 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from jevkedro.nodes.report import LINE_WIDTH, main_metric, read_reports, summary_lines, unsupported_view
+from jevkedro.datasets import read_reports
+from jevkedro.nodes.report import LINE_WIDTH, main_metric, summary_lines, unsupported_view
 from jevkedro.nodes.snapshot import atomic_write_bytes
 
 UNSUPPORTED = "n/a (unsupported)"

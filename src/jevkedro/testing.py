@@ -19,6 +19,11 @@ the ``Authorization`` header; ``prose`` (chat completions) a reply that is not t
 on the chat-completions route the fault is read from the state as rendered in the prompt;
 ``flaky:<n>`` a 500 for the first ``n`` calls of that ticket, then a normal answer.
 
+Any other reply a test needs comes from ``responder``: a function of ``(body, authorization header,
+fault)`` returning ``None`` (answer as usual) or ``(status, headers, payload)``: headers a list of
+``(name, value)`` pairs (a name may repeat), payload bytes (sent with its ``Content-Length``) or an
+iterable of bytes (sent chunked, without a length).
+
 Nothing here is used by the pipelines; it is in the package so tests, subprocesses started by
 tests and ``benchmarks/`` share one server.
 """
@@ -94,6 +99,28 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
         self.wfile.flush()
 
+    def _scripted(self, status: int, headers: list[tuple[str, str]], payload: Any) -> None:
+        self.send_response(status)
+        names = {k.lower() for k, _ in headers}
+        if "content-type" not in names:
+            self.send_header("Content-Type", "application/json")
+        chunked = not isinstance(payload, (bytes, bytearray))
+        if "content-length" not in names:
+            self.send_header(*(("Transfer-Encoding", "chunked") if chunked else ("Content-Length", str(len(payload)))))
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        try:
+            if not chunked:
+                self.wfile.write(payload)
+            else:
+                for part in payload:
+                    self.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+                self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:  # the client stopped reading (a body over its cap): what such a reply tests
+            self.close_connection = True
+
     def _json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
         self._send(status, json.dumps(obj).encode("utf-8"), headers)
 
@@ -160,6 +187,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._json(403, ERROR_BODIES[403], headers)
             if auth != f"Bearer {srv.required_key}":
                 return self._json(401, ERROR_BODIES[401], headers)
+        scripted = srv.responder(body, auth, fault) if srv.responder is not None else None
+        if scripted is not None:
+            return self._scripted(*scripted)
         delay = srv.delay_s
         if fault.startswith("slow:"):
             delay = float(fault.split(":", 1)[1])
@@ -239,9 +269,11 @@ class _Server(ThreadingHTTPServer):
 class LoopbackServer:
     """A real HTTP server on 127.0.0.1 in a background thread (use as a context manager)."""
 
-    def __init__(self, delay_s: float = 0.0, required_key: str | None = None, hang_s: float = 3.0) -> None:
+    def __init__(self, delay_s: float = 0.0, required_key: str | None = None, hang_s: float = 3.0,
+                 responder: Any = None) -> None:
         self.httpd = _Server(("127.0.0.1", 0), _Handler)
         self.httpd.delay_s, self.httpd.required_key, self.httpd.hang_s = delay_s, required_key, hang_s
+        self.httpd.responder = responder
         self.httpd.lock = threading.Lock()
         self.httpd.counts = Counter()
         self.httpd.total = 0

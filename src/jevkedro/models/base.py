@@ -18,8 +18,8 @@ from jevkedro.config import AdapterOptions
 # Request-level outcomes written to the predictions log.
 STATUSES = ("ok", "unsupported", "error", "unattempted")
 # Why a request ended in ``error`` (AdapterResult.failure).
-FAILURE_KINDS = ("timeout", "connection", "server", "malformed", "request")
-INFRASTRUCTURE_FAILURES = frozenset({"timeout", "connection", "server", "malformed"})
+FAILURE_KINDS = ("timeout", "connection", "server", "malformed", "too_large", "request")
+INFRASTRUCTURE_FAILURES = frozenset({"timeout", "connection", "server", "malformed", "too_large"})
 
 
 @dataclass
@@ -34,9 +34,10 @@ class AdapterResult:
     Remote adapters also fill: ``raw`` (the response body exactly as received, decoded as UTF-8
     text; kept even when it is not JSON, while ``response`` holds the parsed body), ``http_status``,
     ``server_request_id`` (the ``x-typesafe-request-id`` header) and, for errors, ``failure``:
-    one of ``FAILURE_KINDS``. ``timeout``, ``connection``, ``server`` and ``malformed`` are
-    infrastructure failures (the engine stops after a configured number in a row); ``request``
-    (a 413/422 for this one request) is not.
+    one of ``FAILURE_KINDS``. ``timeout``, ``connection``, ``server``, ``malformed`` and
+    ``too_large`` (a body over ``model.max_response_bytes``) are infrastructure failures (the
+    engine stops after a configured number in a row); ``request`` (a 413/422 for this one
+    request) is not.
     """
 
     status: str

@@ -5,9 +5,17 @@ thread-safe and pool connections). What every remote adapter needs lives here:
 
 - **Key handling.** ``model.api_key_env`` names an environment variable; its value is sent as
   ``Authorization: Bearer <key>``. An empty name (``''``, ``none``, ``-``) sends no
-  ``Authorization`` header at all (open endpoints). The key itself is never a setting, never part
-  of the adapter's identity, and is replaced by ``[REDACTED]`` in anything the adapter returns
-  (error texts and even a raw body that echoes it), so it cannot reach predictions, logs or MLflow.
+  ``Authorization`` header at all (open endpoints). The key itself is never a setting and never
+  part of the adapter's identity. A reply is read exactly as received (validation sees the body the
+  server sent); what the adapter *returns* — the parsed body, the raw text, the stored header,
+  error texts — is then redacted by structure, in every encoding a server may echo the key in
+  (:mod:`jevkedro.redaction`), so it cannot reach predictions, logs or MLflow. The key is also
+  registered with the process-wide log filter.
+- **Body cap.** ``model.max_response_bytes`` (16 MiB) bounds a reply body: past it (declared by
+  ``Content-Length`` or counted while streaming) reading stops and the request is an ``error`` with
+  failure ``too_large``, storing only a short excerpt of the body. It counts as an infrastructure
+  failure (the server's reply is unusable, like a malformed one: a run of them stops the run) and
+  is not retried (the same request would fetch the same body).
 - **Per-request deadline.** ``model.timeout_s`` bounds the whole request (connect, send and the
   body read chunk by chunk); a request past it is an ``error`` with failure ``timeout``. Every
   single network wait is also bounded by ``timeout_s`` (httpx) and the deadline is checked as
@@ -16,8 +24,8 @@ thread-safe and pool connections). What every remote adapter needs lives here:
 - **Status mapping** (wire_protocol §7 and the engine's stop rules): 401/403 and 429 raise
   :class:`StopRun` (429 carries ``retry-after`` so a retry policy may wait it out); 413/422 are an
   error for this request only (failure ``request``); any other non-2xx status is failure
-  ``server``; a dropped connection or reset is ``connection``; a 2xx body that is not JSON is
-  ``malformed`` (its text is kept as returned). A JSON body is read by
+  ``server``; a dropped connection or reset is ``connection``; a 2xx body that is not JSON, or
+  whose ``Content-Encoding`` cannot be decoded, is ``malformed`` (its text is kept as returned). A JSON body is read by
   :func:`jevkedro.nodes.jsonparse.parse_json`: a key it repeats is reported
   (:attr:`HttpReply.duplicate_keys`) and a number beyond the double range (a 5,000-digit integer)
   is read as infinity, to be judged invalid at scoring, never a reason to call the body malformed.
@@ -28,6 +36,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 from urllib.parse import urlsplit
@@ -35,16 +44,18 @@ from urllib.parse import urlsplit
 from annotated_types import Le
 from pydantic import Field
 
-from jevkedro.config import AdapterOptions, PositiveFloat
+from jevkedro.config import AdapterOptions, PositiveFloat, PositiveInt
 from jevkedro.models.base import Adapter, AdapterResult, StopRun
 from jevkedro.nodes.jsonparse import JSONTextError, parse_json
+from jevkedro.protocol import ProtocolError, candidates_for
+from jevkedro.redaction import Redactor, public_strings, register_secret
 
 log = logging.getLogger(__name__)
 
 NO_AUTH_NAMES = {"", "none", "null", "-"}
-REDACTED = "[REDACTED]"
 REQUEST_ID_HEADER = "x-typesafe-request-id"
 ERROR_EXCERPT_CHARS = 300
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -74,7 +85,8 @@ def check_endpoint(endpoint: Any) -> str:
 
 @dataclass
 class HttpReply:
-    """A 2xx reply: the parsed JSON body, the body text as received and the paths of the keys the
+    """A 2xx reply: the parsed JSON body, the body text as received (neither redacted yet: the
+    adapter's :meth:`HttpAdapter.answer` redacts what it returns) and the paths of the keys the
     body repeats (see :mod:`jevkedro.nodes.jsonparse`; validation marks what they touch invalid)."""
 
     status: int
@@ -85,7 +97,8 @@ class HttpReply:
 
 
 class HttpAdapter(Adapter):
-    """Base of the remote adapters: settings, key, client, deadline and status mapping."""
+    """Base of the remote adapters: settings, key, client, deadline, body cap, status mapping and
+    redaction. Subclasses implement :meth:`ask`; :meth:`answer` redacts what it returns."""
 
     remote = True
     default_key_env: str | None = None
@@ -95,16 +108,20 @@ class HttpAdapter(Adapter):
         model: str | None = Field(None, description="the server's model id (pin a version, e.g. jev-1.13.0)")
         api_key_env: str | None = Field(None, description="NAME of the environment variable holding the key; none: no auth")
         timeout_s: Annotated[PositiveFloat, Le(3600)] = Field(60.0, description="per-request deadline in seconds")
+        max_response_bytes: PositiveInt = Field(MAX_RESPONSE_BYTES, description="largest reply body read; past it "
+                                                "the request is an error (failure too_large)")
 
     def __init__(self, endpoint: str | None = None, model: str | None = None,
-                 api_key_env: str | None = None, timeout_s: float = 60.0, **settings: Any) -> None:
+                 api_key_env: str | None = None, timeout_s: float = 60.0,
+                 max_response_bytes: int = MAX_RESPONSE_BYTES, **settings: Any) -> None:
         super().__init__(endpoint=endpoint, model=model, api_key_env=api_key_env, timeout_s=timeout_s,
                          **settings)
         self.endpoint = check_endpoint(endpoint)
         self.timeout_s = float(timeout_s)
+        self.max_response_bytes = int(max_response_bytes)
         name = self.default_key_env if api_key_env is None else str(api_key_env)
         self.key_env = None if name is None or name.strip().lower() in NO_AUTH_NAMES else name.strip()
-        self._key: str | None = None
+        self.redactor = Redactor(None)
         self._client = None
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -122,7 +139,8 @@ class HttpAdapter(Adapter):
                     f"model.api_key_env names {self.key_env}, which is not set: export it or put it under "
                     "model_api_keys in conf/local/credentials.yml (or pass model.api_key_env='' for an "
                     "open endpoint)")
-            self._key = key
+            self.redactor = Redactor(key)
+            register_secret(key)  # the log filter: no log line of this process carries it
             headers["Authorization"] = f"Bearer {key}"
         self._client = httpx.Client(
             headers=headers,
@@ -139,15 +157,47 @@ class HttpAdapter(Adapter):
     def identity(self) -> dict[str, Any]:
         return {"adapter": self.kind, "model": self.model_id, "endpoint": self.endpoint}
 
+    # -- answering ---------------------------------------------------------------------------
+    def ask(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
+        """Answer one request (the subclass's wire format); the result is redacted by :meth:`answer`."""
+        raise NotImplementedError
+
+    def answer(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
+        return self.redacted(self.ask(request_id, request), request)
+
+    def redacted(self, result: AdapterResult, request: Mapping[str, Any]) -> AdapterResult:
+        """``result`` with the key taken out of everything it stores (see :mod:`jevkedro.redaction`).
+
+        The raw text is searched first: every string of the parsed body is read from it, so a raw
+        text without the key (in any encoding) means a body without it and nothing more is walked.
+        Strings of the request that was sent, its candidate keys and the reply formats' field names
+        are public and kept, so a short key that happens to be such a string never changes a valid
+        answer.
+        """
+        red = self.redactor
+        if not red:
+            return result
+        raw = red.text(result.raw)
+        body_may_hold = result.raw is None or raw != result.raw
+        result.raw = raw
+        result.error = red.text(result.error)
+        result.server_request_id = red.text(result.server_request_id)
+        result.meta = red.value(result.meta)
+        if body_may_hold and (result.response is not None or result.model or result.usage):
+            public = public_strings(request, extra=[self.model_id, *_candidate_keys(request)])
+            result.response = red.value(result.response, public)
+            result.usage = red.value(result.usage, public)
+            result.model = red.string(result.model, public) if isinstance(result.model, str) else result.model
+        return result
+
     # -- helpers ---------------------------------------------------------------------------
     def redact(self, text: str | None) -> str | None:
-        if text and self._key and self._key in text:
-            return text.replace(self._key, REDACTED)
-        return text
+        """Free text (an error, an excerpt) with the key taken out."""
+        return self.redactor.text(text)
 
     def _excerpt(self, text: str) -> str:
         text = " ".join(text.split())
-        return text[:ERROR_EXCERPT_CHARS] + ("…" if len(text) > ERROR_EXCERPT_CHARS else "")
+        return self.redact(text[:ERROR_EXCERPT_CHARS * 2])[:ERROR_EXCERPT_CHARS] + ("…" if len(text) > ERROR_EXCERPT_CHARS else "")
 
     def post(self, path: str, **kwargs: Any) -> HttpReply | AdapterResult:
         """POST ``<endpoint><path>``; a 2xx reply, or the request's error result (or StopRun)."""
@@ -157,33 +207,51 @@ class HttpAdapter(Adapter):
             raise RuntimeError(f"{self.kind}: setup() was not called")
         url = self.endpoint + path
         deadline = time.monotonic() + self.timeout_s
+        cap = self.max_response_bytes
+        size, too_large = 0, False
         try:
             with self._client.stream("POST", url, **kwargs) as resp:
-                chunks = []
-                for chunk in resp.iter_bytes():
-                    chunks.append(chunk)
-                    if time.monotonic() > deadline:
-                        raise httpx.ReadTimeout("request deadline passed while reading the body")
                 status, headers = resp.status_code, resp.headers
+                chunks = []
+                declared = headers.get("content-length", "")
+                if declared.strip().isdigit() and int(declared) > cap:
+                    size, too_large = int(declared), True  # not read at all
+                else:
+                    for chunk in resp.iter_bytes():
+                        size += len(chunk)
+                        if size > cap:  # stop reading: the rest is never held
+                            chunks.append(chunk[: max(0, cap - (size - len(chunk)))])
+                            too_large = True
+                            break
+                        chunks.append(chunk)
+                        if time.monotonic() > deadline:
+                            raise httpx.ReadTimeout("request deadline passed while reading the body")
         except httpx.TimeoutException as exc:
             return AdapterResult(status="error", failure="timeout",
                                  error=f"timed out after {self.timeout_s:g}s ({type(exc).__name__})")
         except httpx.TransportError as exc:  # refused, reset, dropped mid-body (RemoteProtocolError)
             return AdapterResult(status="error", failure="connection",
                                  error=self.redact(f"connection failed: {type(exc).__name__}: {exc}"))
+        except httpx.DecodingError as exc:  # a Content-Encoding (gzip, br, ...) the body does not follow
+            return AdapterResult(status="error", failure="malformed",
+                                 error=self.redact(f"reply body could not be decoded ({type(exc).__name__}: {exc})"))
+        except httpx.RequestError as exc:  # anything else httpx refuses about the exchange
+            return AdapterResult(status="error", failure="connection",
+                                 error=self.redact(f"request failed: {type(exc).__name__}: {exc}"))
         raw = b"".join(chunks)
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            text = raw.decode("utf-8", errors="replace")  # JSON bodies are UTF-8 by definition
-        text = self.redact(text)
-        request_id = headers.get(REQUEST_ID_HEADER)
-        common = {"raw": text, "http_status": status, "server_request_id": request_id}
+        text = raw.decode("utf-8", errors="replace")  # JSON bodies are UTF-8 by definition
+        request_id = self.redactor.header(headers.get_list(REQUEST_ID_HEADER))
         if status in (401, 403):
             raise StopRun(f"HTTP {status} from {url}: {self._excerpt(text)}", http_status=status)
         if status == 429:
             raise StopRun(f"HTTP 429 (rate limited) from {url}: {self._excerpt(text)}", http_status=429,
                           retry_after=parse_retry_after(headers.get("retry-after")))
+        if too_large:
+            return AdapterResult(status="error", failure="too_large", http_status=status, server_request_id=request_id,
+                                 raw=self._excerpt(text) if text else None,
+                                 error=f"HTTP {status} with a body over model.max_response_bytes={cap} "
+                                       f"({'declared' if not chunks else 'read'} {size} bytes; stopped reading)")
+        common = {"raw": text, "http_status": status, "server_request_id": request_id}
         if status in (413, 422):
             return AdapterResult(status="error", failure="request",
                                  error=f"HTTP {status}: {self._excerpt(text)}", **common)
@@ -196,3 +264,16 @@ class HttpAdapter(Adapter):
             return AdapterResult(status="error", failure="malformed",
                                  error=f"HTTP {status} with a body that is not JSON ({exc})", **common)
         return HttpReply(status, parsed.value, text, request_id, [list(p) for p in parsed.duplicate_keys])
+
+
+def _candidate_keys(request: Mapping[str, Any]) -> list[str]:
+    """The candidate keys of a request's questions (score levels are "0".."K-1", which the request
+    does not spell out): public text an answer is keyed by."""
+    out: list[str] = []
+    questions = request.get("questions") if isinstance(request, Mapping) else None
+    for q in (questions.values() if isinstance(questions, Mapping) else ()):
+        try:
+            out += candidates_for(q)
+        except (ProtocolError, TypeError, ValueError, KeyError, AttributeError):
+            continue
+    return out

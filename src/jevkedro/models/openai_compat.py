@@ -93,7 +93,10 @@ class OpenAICompatAdapter(HttpAdapter):
         self.max_tokens = None if max_tokens is None else int(max_tokens)
 
     def identity(self) -> dict[str, Any]:
-        return {**super().identity(), "temperature": self.temperature}
+        out = {**super().identity(), "temperature": self.temperature}
+        if self.max_tokens is not None:  # a token cap can cut an answer short (only when set: older identities stay)
+            out["max_tokens"] = self.max_tokens
+        return out
 
     def payload(self, request: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, list[str]], str | None]:
         questions = request.get("questions")
@@ -119,7 +122,7 @@ class OpenAICompatAdapter(HttpAdapter):
             body["max_tokens"] = self.max_tokens
         return body, candidates, None
 
-    def answer(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
+    def ask(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
         body, candidates, why = self.payload(request)
         if body is None:
             return AdapterResult(status="unsupported", error=why)

@@ -61,7 +61,12 @@ class ReplayAdapter(Adapter):
         return str(self.settings.get("model") or f"replay:{self.path.name}")
 
     def identity(self) -> dict[str, Any]:
+        self._check_file()
         return {"adapter": self.kind, "model": self.model_id, "file_sha256": sha256_file(self.path)}
+
+    def _check_file(self) -> None:
+        if not self.path.is_file():
+            raise FileNotFoundError(f"replay file not found: {self.path} (model.path)")
 
     def _error(self, lineno: int, what: str) -> SourceFormatError:
         return SourceFormatError(f"{self.path}:{lineno}: {what} (model.path names this replay file)")
@@ -85,8 +90,7 @@ class ReplayAdapter(Adapter):
     def setup(self) -> None:
         if self._lines is not None:
             return
-        if not self.path.is_file():
-            raise FileNotFoundError(f"replay file not found: {self.path} (model.path)")
+        self._check_file()
         data = self.path.read_bytes()
         if data.startswith(BOM):
             data = data[len(BOM):]

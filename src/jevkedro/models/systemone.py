@@ -115,6 +115,16 @@ class SystemOneAdapter(HttpAdapter):
         out = {**super().identity(), "flavour": self.flavour, "images": self.images}
         if self.send_abstain:  # recorded per run (only when set, so other identities are unchanged)
             out["send_abstain"] = True
+        # The client-side limits decide which questions are sent (the rest are unsupported): answers
+        # given under other limits are not this run's. Recorded only when not the default, so the
+        # identity of a run on the defaults stays what it always was.
+        values = {"min_choice_options": self.min_choice, "max_choice_options": self.max_choice,
+                  "max_score_levels": self.max_levels, "max_questions": self.max_questions,
+                  "max_request_bytes": self.max_request_bytes, "max_images": self.max_images,
+                  "media_root": str(self.media_root)}
+        changed = {k: v for k, v in values.items() if v != self.Options.model_fields[k].default}
+        if changed:
+            out["limits"] = changed
         return out
 
     # -- validation (wire_protocol §9) -----------------------------------------------------
@@ -182,7 +192,7 @@ class SystemOneAdapter(HttpAdapter):
             files.append(("image", (path.name, path.read_bytes(), mime)))
         return {"data": {"request": json.dumps(body, ensure_ascii=False)}, "files": files}
 
-    def answer(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
+    def ask(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
         body, images, skipped, why = self.build(request)
         if body is None:
             return AdapterResult(status="unsupported", error=why, unsupported_questions=skipped)

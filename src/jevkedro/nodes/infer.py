@@ -4,7 +4,9 @@ Predictions live in an append-only JSONL log per model and view, one line per re
 ``request_id``, ``status`` (ok/unsupported/error/unattempted), ``response`` (the parsed body as
 returned), ``latency_s``, ``model`` (resolved id), ``usage``, ``error``,
 ``unsupported_questions``, ``snapshot_sha256``, ``first`` (first timed request of its process),
-``probability_source`` (``native``/``verbalized``), ``cost_usd``; remote adapters add
+``probability_source`` (``native``/``verbalized``), ``cost_usd``, ``run_identity`` (the digest of
+the identity that asked it: adapter, model, endpoint, the settings that change answers, view and
+snapshot — the identity itself is in ``run.json``); remote adapters add
 ``raw_response`` (the body text exactly as received), ``http_status``, ``server_request_id``
 (``x-typesafe-request-id``), ``failure`` (why an error happened) and ``attempts``.
 
@@ -12,10 +14,20 @@ returned), ``latency_s``, ``model`` (resolved id), ``usage``, ``error``,
 so a killed process leaves at most one torn last line, dropped when the log is reopened);
 ``model.fsync`` decides how often the file is also fsynced (``always``, ``interval`` = at most
 every ``fsync_interval_s`` seconds, the default, or ``never``) — that only matters for a machine
-crash, not a killed process. A rerun with the same model on the same snapshot asks only what has
+crash, not a killed process. A rerun with the same identity on the same snapshot asks only what has
 no final line yet (``ok`` and ``unsupported`` are final; ``error`` and ``unattempted`` are asked
 again), and the log is compacted to one line per request at the end of every run. Memory stays
 flat: during a run only a small index entry per request is kept (:class:`PredictionLog`).
+
+**Answers carry their identity.** Every record is stamped with its run's identity digest, and only
+records stamped with this run's identity are reused: a log whose records another adapter, model,
+endpoint or answer-changing setting wrote (``run.json`` present or not) is set aside as
+``predictions.<digest>.superseded.jsonl`` and a fresh log is started. Records without a stamp
+(written before stamps existed) are reused only when ``run.json`` names this very identity.
+Scoring takes the identity it reports from ``run.json`` only when the records' stamps agree with it.
+
+**One writer.** The output folder's lock (:mod:`jevkedro.nodes.output_lock`) is held while the log
+is written: a second process on the same folder is refused at once, naming the holder.
 
 **Execution.** Remote adapters are called from ``model.concurrency`` threads, with at most that
 many requests in flight; local adapters are called in batches of ``model.batch_size``. With
@@ -61,6 +73,7 @@ from tqdm.auto import tqdm
 
 from jevkedro.config import FSYNC_POLICIES, EngineSettings, ModelSettings, RetrySettings
 from jevkedro.models import Adapter, AdapterResult, StopRun, make_adapter
+from jevkedro.nodes import output_lock
 from jevkedro.nodes.gcpause import gc_paused
 from jevkedro.nodes.jsonparse import JSONTextError, parse_json
 from jevkedro.nodes.snapshot import Snapshot, atomic_write_bytes, atomic_writer
@@ -90,10 +103,11 @@ class LogEntry(NamedTuple):
     cost_usd: float | None
     offset: int
     length: int
+    identity: str | None = None  # the run identity digest the record is stamped with
 
 
-def _new_entry(status: Any, sha: Any, cost: Any, offset: int, length: int) -> LogEntry:
-    return tuple.__new__(LogEntry, (status, sha, cost, offset, length))
+def _new_entry(status: Any, sha: Any, cost: Any, offset: int, length: int, identity: Any = None) -> LogEntry:
+    return tuple.__new__(LogEntry, (status, sha, cost, offset, length, identity))
 
 
 class _IndexFields(msgspec.Struct):
@@ -103,21 +117,26 @@ class _IndexFields(msgspec.Struct):
     status: Any = msgspec.UNSET
     snapshot_sha256: Any = None
     cost_usd: Any = None
+    run_identity: Any = None
 
 
 _INDEX_DECODER = msgspec.json.Decoder(_IndexFields)
 _STATUS_SET = frozenset(RECORD_STATUSES)
 _get_request_id, _get_status = attrgetter("request_id"), attrgetter("status")
 _get_sha, _get_cost = attrgetter("snapshot_sha256"), attrgetter("cost_usd")
+_get_identity = attrgetter("run_identity")
+IDENTITY_FIELD = "run_identity"
 
 
 def _entry(record: Mapping[str, Any] | _IndexFields, offset: int, length: int) -> LogEntry:
     if isinstance(record, _IndexFields):
-        status, sha, cost = record.status, record.snapshot_sha256, record.cost_usd
+        status, sha, cost, ident = record.status, record.snapshot_sha256, record.cost_usd, record.run_identity
     else:
         status, sha, cost = record.get("status"), record.get("snapshot_sha256"), record.get("cost_usd")
+        ident = record.get(IDENTITY_FIELD)
     return LogEntry(sys.intern(status) if isinstance(status, str) else status,
-                    sys.intern(sha) if isinstance(sha, str) else sha, cost, offset, length)
+                    sys.intern(sha) if isinstance(sha, str) else sha, cost, offset, length,
+                    sys.intern(ident) if isinstance(ident, str) else None)
 
 
 def _problem(request_id: Any, status: Any) -> str | None:
@@ -164,6 +183,8 @@ class PredictionLog:
         self.fsync_policy = "interval"
         self.fsync_interval_s = 1.0
         self._last_sync = 0.0
+        self.identity: str | None = None  # the digest appended records are stamped with
+        self.adopt_unstamped = False  # whether records without a stamp count as this identity's
         if self.path.is_file():
             self._scan()
 
@@ -193,7 +214,8 @@ class PredictionLog:
             fields = _INDEX_DECODER.decode(line)
         except (msgspec.DecodeError, RecursionError):  # NaN literals, oversized numbers, not an object...
             rec = self._parse(line, lineno)
-            return _IndexFields(rec["request_id"], rec["status"], rec.get("snapshot_sha256"), rec.get("cost_usd"))
+            return _IndexFields(rec["request_id"], rec["status"], rec.get("snapshot_sha256"), rec.get("cost_usd"),
+                                rec.get(IDENTITY_FIELD))
         why = _problem(fields.request_id, fields.status)
         if why:
             raise self._refuse(lineno, why)
@@ -230,8 +252,9 @@ class PredictionLog:
                     fields, lengths, starts = ([x[i] for i in keep] for x in (fields, lengths, starts))
                 statuses = [shared.setdefault(v, v) for v in map(_get_status, fields)]
                 shas = [shared.setdefault(v, v) for v in map(_get_sha, fields)]
+                idents = [shared.setdefault(v, v) if isinstance(v, str) else None for v in map(_get_identity, fields)]
                 index.update(zip(map(_get_request_id, fields),
-                                 map(_new_entry, statuses, shas, map(_get_cost, fields), starts, lengths)))
+                                 map(_new_entry, statuses, shas, map(_get_cost, fields), starts, lengths, idents)))
                 first += len(lines)
                 offset += len(block)
         if rest:  # only the last line can lack its newline: a write cut short; dropped before appending
@@ -293,14 +316,66 @@ class PredictionLog:
         self.index = {}
         self.path.unlink(missing_ok=True)
 
+    def bind_identity(self, digest: str, adopt_unstamped: bool = False) -> None:
+        """Stamp every record appended from now on with ``digest``; :meth:`done` then counts only
+        records stamped with it (and unstamped ones when ``adopt_unstamped``)."""
+        self.identity, self.adopt_unstamped = digest, adopt_unstamped
+
+    def identities(self) -> set[str | None]:
+        """The identity digests the records are stamped with (None: a record without a stamp)."""
+        return {e.identity for e in self.index.values()}
+
+    def _ours(self, entry: LogEntry) -> bool:
+        if self.identity is None:
+            return True
+        return entry.identity == self.identity or (entry.identity is None and self.adopt_unstamped)
+
     def done(self, snapshot_sha256: str) -> set[str]:
+        """Requests with a final record for ``snapshot_sha256`` written by the bound identity."""
         return {rid for rid, e in self.index.items()
-                if e.status in FINAL_STATUSES and e.snapshot_sha256 == snapshot_sha256}
+                if e.status in FINAL_STATUSES and e.snapshot_sha256 == snapshot_sha256 and self._ours(e)}
+
+    def checked_meta(self) -> dict[str, Any] | None:
+        """``run.json``, only when it describes the records: the identity a report names must be
+        the one whose digest every record is stamped with. Refuses (naming both files and what to
+        do) a log whose records were stamped by another identity than ``run.json`` names, or whose
+        ``run.json`` is missing."""
+        meta = self.meta()
+        stamps = self.identities() - {None}
+        if not stamps:
+            return meta
+        fix = (f"run the view's inference again (its infer node) with the settings you mean: it reuses the "
+               f"answers of that identity and writes {self.meta_path.name}; or delete {self.path.name} to start afresh")
+        if meta is None:
+            raise PredictionLogError(f"{self.path}: its records were written by run identity {', '.join(sorted(stamps))}, "
+                                     f"but {self.meta_path} is missing, so nothing says which adapter and model that "
+                                     f"is; {fix}")
+        recorded = identity_digest(meta.get("identity") or {})
+        if stamps != {recorded}:
+            raise PredictionLogError(f"{self.path}: its records were written by run identity "
+                                     f"{', '.join(sorted(stamps))}, but {self.meta_path} names identity {recorded} "
+                                     f"({meta.get('identity')}); {fix}")
+        return meta
+
+    def set_aside(self) -> Path | None:
+        """Move the log out of the way (``predictions.<digest>.superseded.jsonl``, named after the
+        identity its records carry) and start empty; returns where it went (None: it was empty)."""
+        self.close()
+        if not self.path.is_file() or not self.index:
+            self.reset()
+            return None
+        stamps = sorted(str(i) for i in self.identities() if i is not None) or ["unstamped"]
+        target = self.path.with_name(f"{self.path.stem}.{'+'.join(stamps)[:40]}.superseded{self.path.suffix}")
+        os.replace(self.path, target)
+        self.index = {}
+        return target
 
     def append(self, record: dict[str, Any]) -> None:
         why = _problem(record.get("request_id", msgspec.UNSET), record.get("status", msgspec.UNSET))
         if why:  # never write a line the log would refuse when it is read back
             raise PredictionLogError(f"{self.path}: refusing to append a record with {why}")
+        if self.identity is not None and record.get(IDENTITY_FIELD) != self.identity:
+            record = {**record, IDENTITY_FIELD: self.identity}
         if self._fh is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = open(self.path, "ab", buffering=0)  # unbuffered: each write is the system call
@@ -357,7 +432,7 @@ class PredictionLog:
                     raise PredictionLogError(f"{self.path}: changed while it was being compacted "
                                              f"(line of {rid} at byte {entry.offset})")
                 dst.write(data)
-        self.index = {rid: LogEntry(e.status, e.snapshot_sha256, e.cost_usd, off, e.length)
+        self.index = {rid: LogEntry(e.status, e.snapshot_sha256, e.cost_usd, off, e.length, e.identity)
                       for (rid, e), off in zip(kept, new_offsets.tolist())}
 
 
@@ -816,15 +891,39 @@ def run_inference(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog,
     engine = engine or EngineSettings()
     if not snapshot.verified:
         raise RuntimeError(f"{snapshot.path}: refusing inference on an unverified snapshot")
-    identity = {**adapter.identity(), "view": snapshot.view, "snapshot_sha256": snapshot.sha256}
+    with output_lock.holding(plog.path.parent):  # one writer per output folder
+        return _run_locked(snapshot, adapter, plog, engine, adapter_settings)
+
+
+def _start_log(plog: PredictionLog, adapter: Adapter, identity: dict[str, Any]) -> None:
+    """Bind the log to ``identity``: resume it when every record in it is this identity's, else set
+    it aside (never reuse another identity's answers, never silently drop them)."""
+    digest = identity_digest(identity)
     previous = plog.meta()
-    if not adapter.resumable or (previous and previous.get("identity") != identity):
-        if previous and adapter.resumable:
-            log.warning("%s: earlier predictions came from %s; starting afresh for %s",
-                        plog.path, previous.get("identity"), identity)
+    vouched = bool(previous) and previous.get("identity") == identity  # run.json written for this identity
+    stamps = plog.identities()
+    foreign = {d for d in stamps if d is not None and d != digest}
+    if not adapter.resumable:
         plog.reset()
+    elif plog.index and (foreign or (None in stamps and not vouched)):
+        why = (f"its records were written by run identity {', '.join(sorted(foreign))}" if foreign else
+               "its records carry no run identity and " + (f"{plog.meta_path.name} names {previous.get('identity')}"
+                                                           if previous else f"there is no {plog.meta_path.name}"))
+        moved = plog.set_aside()
+        log.warning("%s: %s, not this run's identity %s (%s); those answers are not reused: the log was moved to %s "
+                    "and every request is asked afresh", plog.path, why, digest, identity, moved)
+    elif previous and previous.get("identity") != identity:  # an empty log under another run.json
+        plog.reset()
+    plog.bind_identity(digest, adopt_unstamped=vouched)
+
+
+def _run_locked(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog, engine: EngineSettings,
+                adapter_settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    identity = {**adapter.identity(), "view": snapshot.view, "snapshot_sha256": snapshot.sha256}
+    _start_log(plog, adapter, identity)
     plog.configure(engine.fsync, engine.fsync_interval_s)
-    meta = {"identity": identity, "probability_source": adapter.probability_source, "engine": engine.model_dump(mode="json")}
+    meta = {"identity": identity, "identity_digest": plog.identity, "probability_source": adapter.probability_source,
+            "engine": engine.model_dump(mode="json")}
     plog.write_meta(meta)
     order = [rid for rid, _ in snapshot.requests()]
     stopped = None

@@ -15,7 +15,6 @@ ids it has that the snapshot does not, counted and named).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from collections.abc import Mapping
@@ -326,31 +325,12 @@ def summary_line(report: Mapping[str, Any], width: int = LINE_WIDTH, model_width
     return "\n".join(line[:width] for line in lines)
 
 
-def read_reports(reporting_root: str | Path = "data/08_reporting", views: list[str] | None = None,
-                 models: list[str] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
-    """Every ``<model>/<view>/report.json`` under the folder (optionally only these views and
-    models), and one line per file that could not be read — named, with why — so that a damaged
-    report never hides the others."""
-    found, broken = [], []
-    for path in sorted(Path(reporting_root).glob("*/*/report.json")):
-        try:
-            rep = json.loads(path.read_text(encoding="utf-8"))
-            if not isinstance(rep, dict) or not {"model", "view", "metrics"} <= rep.keys():
-                raise ValueError("not a report (no model, view and metrics)")
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            why = f"{exc.msg} at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else str(exc)
-            broken.append(f"{path}: skipped, cannot be read ({why}); run its view again to rewrite it")
-            continue
-        if (views and rep.get("view") not in views) or (models and rep.get("model") not in models):
-            continue
-        found.append(rep)
-    return found, broken
-
-
 def summary_lines(reporting_root: str | Path = "data/08_reporting", views: list[str] | None = None,
                   models: list[str] | None = None) -> list[str]:
     """:func:`summary_line` of every report found (optionally only these views and models); a
-    report that cannot be read gives a line naming it."""
+    report that cannot be read gives a line naming it (:func:`jevkedro.datasets.read_reports`)."""
+    from jevkedro.datasets import read_reports
+
     found, broken = read_reports(reporting_root, views, models)
     model_width = max((len(str(r["model"])) for r in found), default=0)
     view_width = max((len(str(r["view"])) for r in found), default=0)

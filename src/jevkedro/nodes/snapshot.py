@@ -7,6 +7,12 @@ protocol). Columns: ``request_id``, ``request`` (exactly what a model may see), 
 
 Every byte of a snapshot is deterministic for a given source and mapping, so the family's
 ``manifest.json`` can pin the TSV hash and a changed mapping or source is caught at preparation.
+
+The manifest carries ``manifest_sha256``, the sha256 of its own other fields (canonical JSON,
+:func:`manifest_digest`): a manifest whose view, family, data kind, counts, sources or snapshot
+hash were edited after it was written is refused when it is read. (It guards against edits, not
+forgery: what makes a forged snapshot fail is the family's pin, looked up by the data kind the
+run's settings ask for — see :func:`jevkedro.family.check_snapshot_kind`.)
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import numpy as np
 
 from jevkedro import __version__
 from jevkedro.nodes.gcpause import gc_paused
-from jevkedro.nodes.jsonparse import JSONTextError, parse_json
+from jevkedro.nodes.jsonparse import JSONTextError, describe_path, parse_json
 from jevkedro.nodes.layout import load_layout, save_layout
 from jevkedro.nodes.validate import level_names_of
 from jevkedro.protocol import SnapshotRow, Target, dumps
@@ -86,9 +92,40 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
     atomic_write_bytes(path, (json.dumps(obj, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
 
 
+class SourceJSONError(ValueError):
+    """Why the JSON text of an upstream source is refused; ``syntax`` when it is not JSON at all."""
+
+    def __init__(self, what: str, syntax: bool) -> None:
+        super().__init__(what)
+        self.syntax = syntax
+
+
+def read_source_json(text: str) -> Any:
+    """One JSON document of an upstream source, read strictly. Beyond text that is not JSON, a key
+    repeated within one object (parsers keep one of its values silently: which was meant is
+    unknown) and a number beyond the range of a double (it would be read as infinity) are refused:
+    a label or a target must never change on the way in. Raises :class:`SourceJSONError`."""
+    try:
+        parsed = parse_json(text)
+    except JSONTextError as exc:
+        if exc.line is None:  # nested too deeply: no single place to name
+            raise SourceJSONError(f"cannot be read ({exc.msg})", syntax=False) from None
+        at = f"column {exc.column}" if exc.line == 1 else f"line {exc.line} column {exc.column}"
+        raise SourceJSONError(f"not valid JSON ({exc.msg} at {at})", syntax=True) from None
+    if parsed.duplicate_keys:
+        keys = ", ".join(describe_path(p) for p in parsed.duplicate_keys[:5])
+        raise SourceJSONError(f"key repeated within one object ({keys}): which of its values is meant is unknown",
+                              syntax=False)
+    if parsed.numbers_out_of_range:
+        raise SourceJSONError(f"{parsed.numbers_out_of_range} number(s) beyond the range of a double "
+                              "(they would be read as infinity)", syntax=False)
+    return parsed.value
+
+
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)``; a malformed line raises naming file, line and column
-    (bytes that are not UTF-8 and numbers Python cannot read included)."""
+    (bytes that are not UTF-8, repeated keys and numbers a double cannot hold included:
+    :func:`read_source_json`)."""
     path = Path(path)
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
@@ -99,11 +136,9 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SourceFormatError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-            except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit, deep nesting
-                raise SourceFormatError(f"{path}:{lineno}: cannot be read ({type(exc).__name__}: {str(exc)[:200]})") from None
+                obj = read_source_json(line)
+            except SourceJSONError as exc:
+                raise SourceFormatError(f"{path}:{lineno}: {exc}") from None
             if not isinstance(obj, dict):
                 raise SourceFormatError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
             yield lineno, obj
@@ -118,10 +153,9 @@ def json_cell(where: str, column: str, text: Any) -> Any:
     if not isinstance(text, str):
         raise SourceFormatError(f"{where}: column {column} must hold JSON text, got {type(text).__name__}")
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SourceFormatError(
-            f"{where}: column {column} is not valid JSON ({exc.msg} at column {exc.colno})") from None
+        return read_source_json(text)
+    except SourceJSONError as exc:
+        raise SourceFormatError(f"{where}: column {column} is {exc}" if exc.syntax else f"{where}: column {column}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -218,6 +252,19 @@ def render_tsv(rows: Iterable[SnapshotRow]) -> bytes:
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
+MANIFEST_DIGEST = "manifest_sha256"
+
+
+def manifest_digest(manifest: Mapping[str, Any]) -> str:
+    """sha256 of a snapshot manifest's fields other than :data:`MANIFEST_DIGEST`, as canonical JSON
+    (keys sorted, no spaces, UTF-8): recorded in the manifest and checked when it is read."""
+    fields = {k: v for k, v in manifest.items() if k != MANIFEST_DIGEST}
+    # as it reads back from the file: integer keys become strings (and then sort as strings), tuples lists
+    fields = json.loads(json.dumps(fields, ensure_ascii=False))
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+                          .encode("utf-8")).hexdigest()
+
+
 def snapshot_paths(root: str | Path, view: str) -> tuple[Path, Path]:
     root = Path(root)
     return root / f"{view}.tsv", root / f"{view}.manifest.json"
@@ -259,6 +306,7 @@ def commit_dataset(prepared: PreparedView, root: str | Path) -> dict[str, Any]:
         "notes": prepared.notes,
         "writer": f"jevkedro {__version__}",
     }
+    manifest[MANIFEST_DIGEST] = manifest_digest(manifest)
     atomic_write_bytes(tsv_path, payload)
     atomic_write_json(manifest_path, manifest)
     return manifest
@@ -564,8 +612,9 @@ def _parse_row(path: Path, lineno: int, line: str | bytes) -> SnapshotRow:
     return _RowReader(Path(path)).row(lineno, line.encode("utf-8") if isinstance(line, str) else line)
 
 
-def read_manifest(path: Path) -> dict[str, Any]:
-    """A snapshot manifest; a damaged or truncated one is refused naming the file and the fix."""
+def read_manifest(path: Path, view: str | None = None) -> dict[str, Any]:
+    """A snapshot manifest (of ``view``, when given); a damaged, truncated or edited one, or one of
+    another view, is refused naming the file and the fix."""
     fix = "prepare the snapshot again (its prepare_snapshot node) to rewrite it"
     try:
         manifest = json.loads(path.read_bytes().decode("utf-8"))
@@ -576,6 +625,15 @@ def read_manifest(path: Path) -> dict[str, Any]:
         raise SnapshotError(f"{path}: not UTF-8 (byte {exc.start}); {fix}") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("snapshot", {}), dict):
         raise SnapshotError(f"{path}: not a snapshot manifest (expected an object with a snapshot object); {fix}")
+    recorded = manifest.get(MANIFEST_DIGEST)
+    if recorded is None:
+        raise SnapshotError(f"{path}: has no {MANIFEST_DIGEST} (written by hand or by an older jevkedro), so its "
+                            f"fields cannot be trusted; {fix}")
+    if recorded != manifest_digest(manifest):
+        raise SnapshotError(f"{path}: its fields were edited after it was written ({MANIFEST_DIGEST} {recorded} does not "
+                            f"match {manifest_digest(manifest)}); refusing a changed manifest — {fix}")
+    if view is not None and manifest.get("view") != view:
+        raise SnapshotError(f"{path}: is the manifest of view {manifest.get('view')!r}, not of {view!r}; {fix}")
     return manifest
 
 
@@ -607,7 +665,7 @@ def load_snapshot(root: str | Path, view: str) -> Snapshot:
     tsv_path, manifest_path = snapshot_paths(root, view)
     if not tsv_path.is_file() or not manifest_path.is_file():
         raise SnapshotError(f"no snapshot for {view} in {Path(root)}: run its prepare_snapshot node first")
-    manifest = read_manifest(manifest_path)
+    manifest = read_manifest(manifest_path, view)
     raw = tsv_path.read_bytes()
     digest_of = _sha256_in_background(raw)
     recorded = manifest.get("snapshot", {}).get("sha256")

@@ -11,8 +11,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from jevkedro.config import ModelSettings, gates_for, parse_gates
-from jevkedro.family import Release, pinned_snapshot_sha256
+from jevkedro.config import ModelSettings, gates_for, parse_gates, parse_prepare_options
+from jevkedro.family import Release, check_snapshot_kind, pinned_snapshot_sha256
 from jevkedro.nodes import infer as _infer
 from jevkedro.nodes.infer import PredictionLog
 from jevkedro.nodes.report import build_report, check_gates
@@ -29,10 +29,16 @@ def prepare_snapshot(release: Release, view: str) -> PreparedView:
     return family_of(view).module().build(release, view)
 
 
-def verify_snapshot(snapshot: Snapshot) -> Snapshot:
-    """Refuse a snapshot whose bytes differ from its manifest or from the family's pinned hash."""
+def verify_snapshot(snapshot: Snapshot, prepare: Mapping[str, Any]) -> Snapshot:
+    """Refuse a snapshot that is not the one the run asks for: its data kind must be the one of
+    the view's typed ``<view>.prepare`` settings (the pins are looked up by that kind, never by the
+    manifest's own word), its sources must match the family's pins for that kind, and its bytes
+    must match its manifest and the family's pinned hash."""
     family = family_of(snapshot.view).name
-    pinned = pinned_snapshot_sha256(family, snapshot.view, snapshot.data)
+    asked = parse_prepare_options(snapshot.view, prepare).data
+    check_snapshot_kind(snapshot.manifest, snapshot.path.with_name(f"{snapshot.view}.manifest.json"),
+                        family, snapshot.view, asked)
+    pinned = pinned_snapshot_sha256(family, snapshot.view, asked)
     verified = verify_snapshot_bytes(snapshot, pinned)
     log.info("%s: snapshot %s verified (%s data, %d requests)", snapshot.view, snapshot.sha256[:12],
              snapshot.data, len(snapshot.rows))
@@ -58,7 +64,8 @@ def score(snapshot: Snapshot, predictions: PredictionLog,
     table = build_question_table(snapshot, records)
     module = family_of(snapshot.view).module()
     official = module.evaluate(snapshot, table, records) if hasattr(module, "evaluate") else None
-    report = build_report(snapshot, table, records, model.flat(), predictions.meta(), official)
+    # the identity the report names (adapter, model) is the one every record is stamped with
+    report = build_report(snapshot, table, records, model.flat(), predictions.checked_meta(), official)
     thresholds = gates_for(parse_gates(gates), snapshot.view).model_dump(exclude_none=True)
     if thresholds:
         report["gates"] = check_gates(report, thresholds)

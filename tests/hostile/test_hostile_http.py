@@ -1,0 +1,190 @@
+"""Corpus, classes 2 and 10 and the HTTP faults already handled — what a server can send back.
+
+One loopback server for the module, scripted per request fault. Every case asserts the request's
+record (status, failure) and, for replies that parse, how each question is judged: an answer a
+double cannot hold or a repeated key is ``invalid`` (the view still scored), a reply over the body
+cap is ``too_large`` with only an excerpt kept, and a failed request is asked again on a rerun
+while nothing answered is.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+from hostile_support import ask, judged, lines, settings_for
+
+from jevkedro.nodes.infer import EngineSettings, PredictionLog, run_inference
+from jevkedro.testing import LoopbackServer, synthetic_rows, synthetic_snapshot, system_one_answers
+
+pytest.importorskip("httpx")
+
+CAP = 8000
+
+
+def _answers(questions, **override):
+    answers = system_one_answers(questions)
+    answers.update(override)
+    return answers
+
+
+def _body(questions, **override) -> bytes:
+    return json.dumps({"model": "jev-1.13.0", "answers": _answers(questions, **override)}).encode()
+
+
+def responder(body, auth, fault):  # noqa: C901 -- one branch per scripted reply
+    q = body.get("questions") or {}
+    noul = '{"type": "noul", "noul": %s}'
+    answers_with_noul = json.dumps({"model": "m", "answers": _answers(q, is_billing="@@")}).replace('"@@"', "%s")
+    scripted = {
+        "over-cap-declared": (200, [], b'{"pad": "' + b"x" * (CAP * 3) + b'"}'),
+        "over-cap-chunked": (200, [], [b'{"pad": "'] + [b"x" * 65536] * 16 + [b'"}']),
+        "gzip-not-gzip": (200, [("Content-Encoding", "gzip")], _body(q)),
+        "gzip-bomb": (200, [("Content-Encoding", "gzip")],
+                      gzip.compress(b'{"pad": "' + b"0" * 2_000_000 + b'"}')),
+        "empty-200": (200, [], b""),
+        "204": (204, [], b""),
+        "301": (301, [("Location", "http://127.0.0.1:9/elsewhere")], b""),
+        "json-array": (200, [], b"[1, 2, 3]"),
+        "json-string": (200, [], b'"all good"'),
+        "trailing-garbage": (200, [], _body(q) + b" and more"),
+        "bom": (200, [], b"\xef\xbb\xbf" + _body(q)),
+        "nested-too-deep": (200, [], b"[" * 1500 + b"]" * 1500),
+        "not-utf8-in-a-string": (200, [], _body(q).replace(b'"jev-1.13.0"', b'"jev-\xff\xfe"')),
+        "html-content-type": (200, [("Content-Type", "text/html")], _body(q)),
+        "noul-5000-digits": (200, [], (answers_with_noul % (noul % ("9" * 5000))).encode()),
+        "noul-1e400": (200, [], (answers_with_noul % (noul % "1e400")).encode()),
+        "noul-minus-1e400": (200, [], (answers_with_noul % (noul % "-1e400")).encode()),
+        "noul-NaN": (200, [], (answers_with_noul % (noul % "NaN")).encode()),
+        "noul-Infinity": (200, [], (answers_with_noul % (noul % "Infinity")).encode()),
+        "noul-true": (200, [], (answers_with_noul % (noul % "true")).encode()),
+        "noul-string": (200, [], (answers_with_noul % (noul % '"0.8"')).encode()),
+        "noul-1.5": (200, [], (answers_with_noul % (noul % "1.5")).encode()),
+        "noul-tiny-negative": (200, [], (answers_with_noul % (noul % "-1e-300")).encode()),
+        "noul-repeated-key": (200, [], (answers_with_noul % '{"type": "noul", "noul": 0.1, "noul": 0.9}').encode()),
+        "choice-repeated-candidate": (200, [], json.dumps(
+            {"answers": _answers(q, queue={"type": "choice", "probabilities": {"billing": 0.5, "tech": 0.25, "other": 0.25}})})
+            .replace('"tech": 0.25', '"tech": 0.25, "tech": 0.25').encode()),
+        "answers-repeated": (200, [], b'{"answers": {}, ' + _body(q)[1:].replace(b'"model": "jev-1.13.0", ', b"", 1)),
+        "decide-duplicate-ids": (200, [], json.dumps({"answers": [
+            {"id": "queue", "type": "choice", "choice": "billing", "probabilities": {"billing": 1.0, "tech": 0.0, "other": 0.0}},
+            {"id": "queue", "type": "choice", "choice": "tech", "probabilities": {"billing": 0.0, "tech": 1.0, "other": 0.0}},
+            {"id": "is_billing", "type": "noul", "noul": 0.8}]}).encode()),
+        "retry-after-date": (429, [("Retry-After", "Wed, 21 Oct 2099 07:28:00 GMT")], b'{"detail": "later"}'),
+        "503": (503, [], b'{"detail": "overloaded"}'),
+        "404-html": (404, [("Content-Type", "text/html")], b"<html>not here</html>"),
+    }
+    return scripted.get(fault)
+
+
+@pytest.fixture(scope="module")
+def server():
+    with LoopbackServer(responder=responder) as srv:
+        yield srv
+
+
+@pytest.fixture
+def settings(server):
+    return settings_for(server, max_response_bytes=CAP, timeout_s=20)
+
+
+# -- replies the client cannot use: an error for that request, never a crash ---------------------------
+
+@pytest.mark.parametrize("fault, failure", [
+    ("over-cap-declared", "too_large"), ("over-cap-chunked", "too_large"), ("gzip-bomb", "too_large"),
+    ("gzip-not-gzip", "malformed"), ("empty-200", "malformed"), ("204", "malformed"), ("trailing-garbage", "malformed"),
+    ("bom", "malformed"), ("nested-too-deep", "malformed"), ("301", "server"), ("503", "server"), ("404-html", "server"),
+])
+def test_an_unusable_reply_is_an_error_for_that_request_and_the_view_is_scored(tmp_path, settings, fault, failure):
+    summary, plog, snapshot = ask(tmp_path, settings, {0: fault}, n=2)
+    first, second = lines(plog)
+    assert (first["status"], first["failure"], second["status"]) == ("error", failure, "ok")
+    assert len(first.get("raw_response") or "") <= 2 * CAP  # a body over the cap is never stored whole
+    table = judged(snapshot, plog)
+    assert table.status.tolist() == ["error"] * 3 + ["ok"] * 3
+
+
+def test_a_body_over_the_cap_keeps_only_a_short_excerpt_and_says_how_much_was_read(tmp_path, settings):
+    _, plog, _ = ask(tmp_path, settings, {0: "over-cap-chunked"})
+    rec = lines(plog)[0]
+    assert len(rec["raw_response"]) <= 301 and rec["raw_response"].startswith('{"pad": "xxx')
+    assert f"over model.max_response_bytes={CAP}" in rec["error"] and "read" in rec["error"]
+
+
+def test_replies_over_the_cap_in_a_row_stop_the_run_as_infrastructure_failures(tmp_path, settings):
+    summary, plog, _ = ask(tmp_path, settings, {0: "over-cap-declared", 1: "over-cap-declared", 2: "over-cap-declared"}, n=5)
+    assert "3 consecutive infrastructure failures" in summary["stopped"]
+    assert [r["status"] for r in lines(plog)] == ["error"] * 3 + ["unattempted"] * 2
+
+
+def test_the_cap_is_a_typed_setting():
+    from jevkedro.config import ModelSettings, SettingsError
+
+    with pytest.raises(SettingsError, match="model.max_response_bytes: 0 is not allowed; allowed: an integer ≥ 1"):
+        ModelSettings.parse({"adapter": "systemone", "max_response_bytes": 0})
+    with pytest.raises(SettingsError, match="model.max_response_bytes: a setting of the openai_compat, systemone adapter"):
+        ModelSettings.parse({"adapter": "sparrow", "max_response_bytes": 10})
+
+
+# -- replies that parse: each answer judged on its own ---------------------------------------------------
+
+@pytest.mark.parametrize("fault, reason", [
+    ("noul-5000-digits", "noul must be a number in [0, 1], got inf"),
+    ("noul-1e400", "noul must be a number in [0, 1], got inf"),
+    ("noul-minus-1e400", "noul must be a number in [0, 1], got -inf"),
+    ("noul-NaN", "noul must be a number in [0, 1], got nan"),
+    ("noul-Infinity", "noul must be a number in [0, 1], got inf"),
+    ("noul-true", "noul must be a number in [0, 1], got True"),
+    ("noul-string", "noul must be a number in [0, 1], got '0.8'"),
+    ("noul-1.5", "noul must be a number in [0, 1], got 1.5"),
+    ("noul-tiny-negative", "noul must be a number in [0, 1], got -1e-300"),
+    ("noul-repeated-key", "repeated"),
+])
+def test_one_bad_number_or_repeated_key_makes_only_its_answer_invalid(tmp_path, settings, fault, reason):
+    summary, plog, snapshot = ask(tmp_path, settings, {0: fault})
+    assert summary["statuses"] == {"ok": 1}
+    table = judged(snapshot, plog)
+    assert table.status.tolist() == ["invalid", "ok", "ok"] and reason in str(table.reason[0])
+
+
+@pytest.mark.parametrize("fault, statuses", [
+    ("json-array", ["invalid"] * 3), ("json-string", ["invalid"] * 3),
+    ("choice-repeated-candidate", ["ok", "invalid", "ok"]),
+    ("answers-repeated", ["invalid"] * 3),
+    ("not-utf8-in-a-string", ["ok"] * 3), ("html-content-type", ["ok"] * 3),
+])
+def test_odd_but_readable_bodies_are_judged_per_question(tmp_path, settings, fault, statuses):
+    summary, plog, snapshot = ask(tmp_path, settings, {0: fault})
+    assert summary["statuses"] == {"ok": 1}
+    assert judged(snapshot, plog).status.tolist() == statuses
+
+
+def test_a_decide_list_answering_one_question_twice_is_invalid(tmp_path, server):
+    summary, plog, snapshot = ask(tmp_path, settings_for(server, flavour="decide"), {0: "decide-duplicate-ids"})
+    table = judged(snapshot, plog)
+    assert table.status.tolist() == ["ok", "invalid", "invalid"]  # queue twice; anger not answered
+    assert "2 entries" in str(table.reason[1])
+
+
+def test_a_retry_after_date_is_not_waited_for_and_the_429_stops_the_run(tmp_path, server):
+    summary, plog, _ = ask(tmp_path, settings_for(server, retry={"max_attempts": 3, "backoff_s": 0.0}),
+                           {0: "retry-after-date"}, n=3)
+    assert "HTTP 429" in summary["stopped"] and summary["statuses"] == {"unattempted": 3}
+
+
+# -- interleaved failures: counted, and asked again (only them) on a rerun -----------------------------
+
+def test_interleaved_5xx_are_errors_and_a_rerun_asks_exactly_them_again(tmp_path, server):
+    rows = synthetic_rows(8, {1: "flaky:1", 4: "flaky:1", 6: "flaky:1"}, prefix="flaky")  # a 500 the first time only
+    snapshot = synthetic_snapshot(tmp_path / "snap", rows)
+    settings = settings_for(server)
+    path = tmp_path / "out" / "predictions.jsonl"
+    from jevkedro.models import make_adapter
+
+    first = run_inference(snapshot, make_adapter(settings), PredictionLog(path), EngineSettings.from_model(settings), settings)
+    assert first["statuses"] == {"ok": 5, "error": 3} and first["stopped"] is None
+    second = run_inference(snapshot, make_adapter(settings), PredictionLog(path), EngineSettings.from_model(settings), settings)
+    assert (second["asked"], second["reused"], second["statuses"]) == (3, 5, {"ok": 8})
+    asked = {t: server.counts[t] for t in (r.request_id for r in rows)}
+    assert asked == {f"flaky{i:05d}": (2 if i in (1, 4, 6) else 1) for i in range(8)}
