@@ -122,7 +122,7 @@ class HttpAdapter(Adapter):
         name = self.default_key_env if api_key_env is None else str(api_key_env)
         self.key_env = None if name is None or name.strip().lower() in NO_AUTH_NAMES else name.strip()
         self.redactor = Redactor(None)
-        self._client = None
+        self._client: Any = None  # an httpx.Client, made by setup()
 
     # -- lifecycle -------------------------------------------------------------------------
     def setup(self) -> None:
@@ -197,7 +197,7 @@ class HttpAdapter(Adapter):
 
     def _excerpt(self, text: str) -> str:
         text = " ".join(text.split())
-        return self.redact(text[:ERROR_EXCERPT_CHARS * 2])[:ERROR_EXCERPT_CHARS] + ("…" if len(text) > ERROR_EXCERPT_CHARS else "")
+        return (self.redact(text[:ERROR_EXCERPT_CHARS * 2]) or "")[:ERROR_EXCERPT_CHARS] + ("…" if len(text) > ERROR_EXCERPT_CHARS else "")
 
     def post(self, path: str, **kwargs: Any) -> HttpReply | AdapterResult:
         """POST ``<endpoint><path>``; a 2xx reply, or the request's error result (or StopRun)."""

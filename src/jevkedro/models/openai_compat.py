@@ -68,9 +68,10 @@ def render_prompt(state: Any, questions: dict[str, dict[str, Any]], candidates: 
                 meaning = "yes" if key == "true" else "no"
                 lines.append(f"- {key}: {meaning}" + (f" ({_text(desc)})" if desc else ""))
             elif qtype == "choice":
-                desc = criteria.get(key)
+                desc = criteria.get(key) if isinstance(criteria, dict) else None
                 lines.append(f"- {key}" + (f": {_text(desc)}" if desc is not None else ""))
-            else:  # score: level index, low to high
+            else:  # score: level index, low to high (a score question has its levels)
+                assert criteria is not None
                 lines.append(f"- {key}: {_text(criteria[int(key)])}")
         lines.append("</question>")
     return "\n".join(lines)
@@ -130,7 +131,7 @@ class OpenAICompatAdapter(HttpAdapter):
         if isinstance(reply, AdapterResult):
             return reply
         chat = reply.body if isinstance(reply.body, dict) else {}
-        model = chat.get("model") if isinstance(chat.get("model"), str) else self.model_id
+        model = str(chat["model"]) if isinstance(chat.get("model"), str) else str(self.model_id)
         u = chat.get("usage") if isinstance(chat.get("usage"), dict) else {}
         usage = {"input_tokens": u.get("prompt_tokens"), "output_tokens": u.get("completion_tokens")} if u else None
         converted, problem, repeats = self.to_system_one(chat, request["questions"], model)

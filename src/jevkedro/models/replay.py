@@ -110,14 +110,17 @@ class ReplayAdapter(Adapter):
                 lines[rid] = (lineno, line)
         self._lines, self._n_lines = lines, n
 
-    def has(self, request_id: str) -> bool:
-        self.setup()
-        return request_id in self._lines
-
-    def answer(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
+    def _loaded(self) -> dict[str, tuple[int, bytes]]:
         if self._lines is None:
             self.setup()
-        found = self._lines.get(request_id)
+        assert self._lines is not None
+        return self._lines
+
+    def has(self, request_id: str) -> bool:
+        return request_id in self._loaded()
+
+    def answer(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
+        found = self._loaded().get(request_id)
         if found is None:
             return AdapterResult(status="unattempted")
         lineno, line = found
@@ -136,15 +139,15 @@ class ReplayAdapter(Adapter):
     def run_notes(self, request_ids: Sequence[str]) -> dict[str, Any]:
         """The file's account for ``run.json``: lines, requests it answers, and the request ids it
         has that the snapshot does not (counted; the first ``UNKNOWN_IDS_NAMED`` named)."""
-        self.setup()
+        lines = self._loaded()
         known = set(request_ids)
-        unknown = [rid for rid in self._lines if rid not in known]
+        unknown = [rid for rid in lines if rid not in known]
         if unknown:
             log.warning("%s: %d request ids are not in the snapshot and are not scored (first: %s)",
                         self.path, len(unknown), ", ".join(unknown[:UNKNOWN_IDS_NAMED]))
         return {"replay": {
             "file": self.path.name,
             "lines": self._n_lines,
-            "requests_answered": len(self._lines) - len(unknown),
+            "requests_answered": len(lines) - len(unknown),
             "unknown_request_ids": {"count": len(unknown), "first": unknown[:UNKNOWN_IDS_NAMED]},
         }}

@@ -45,7 +45,7 @@ class SparrowAdapter(Adapter):
 
     def __init__(self, model: str | None = None, **settings: Any) -> None:
         super().__init__(model=model or DEFAULT_SPARROW_MODEL, **settings)
-        self.decider = None
+        self.decider: Any = None  # a sparrow_decider.Decider, loaded by setup()
 
     def setup(self) -> None:
         from sparrow_decider import Decider

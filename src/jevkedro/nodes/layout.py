@@ -344,7 +344,7 @@ def save_layout(layout: QuestionLayout, tsv_path: str | Path, tsv_sha256: str) -
     arrays = _payload(layout)
     meta = {"format": CACHE_FORMAT, "tsv_sha256": tsv_sha256, "checksum": _checksum(arrays)}
     buf = io.BytesIO()
-    np.savez(buf, meta=np.frombuffer(msgspec.json.encode(meta), dtype=np.uint8), **arrays)
+    np.savez(buf, meta=np.frombuffer(msgspec.json.encode(meta), dtype=np.uint8), **arrays)  # type: ignore[arg-type]  # numpy's stub reads **kwds as allow_pickle
     try:
         atomic_write_bytes(path, buf.getvalue())
     except OSError as exc:

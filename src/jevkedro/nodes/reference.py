@@ -94,13 +94,20 @@ def _grouped(terms: dict[str, np.ndarray], codes: np.ndarray, n_groups: int, ece
     } for g in range(n_groups)]
 
 
+def _codes(table: QuestionTable, col: str) -> tuple[list[str], np.ndarray]:
+    found = M.slice_codes(table, col)
+    if found is None:
+        raise KeyError(f"slice {col!r} is not a column of the question table")
+    return found
+
+
 def _joint_codes(table: QuestionTable, cols: tuple[str, ...]) -> tuple[list[str], np.ndarray]:
     """Distinct ``"a/b"`` keys of one or more slice columns in sorted order, and each question's
     index into them (as ``np.unique`` over the joined strings), from the columns' integer codes:
     only the distinct combinations are joined and sorted, not a string per question."""
-    values, codes = M.slice_codes(table, cols[0])
+    values, codes = _codes(table, cols[0])
     for c in cols[1:]:
-        more, more_codes = M.slice_codes(table, c)
+        more, more_codes = _codes(table, c)
         pair = codes.astype(np.int64) * len(more) + more_codes
         combos, codes = np.unique(pair, return_inverse=True)
         values = [f"{values[p // len(more)]}/{more[p % len(more)]}" for p in combos.tolist()]

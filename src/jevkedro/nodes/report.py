@@ -340,7 +340,7 @@ def summary_lines(reporting_root: str | Path = "data/08_reporting", views: list[
 # -- regression gates -------------------------------------------------------------------------------
 
 # gate -> (what it reads from the report, "min" or "max", how the value is named in messages)
-GATE_RULES: dict[str, tuple[tuple[str, ...], str, str]] = {
+GATE_RULES: dict[str, tuple[tuple[str | int, ...], str, str]] = {
     "min_accuracy": (("metrics", "overall", "accuracy"), "min", "accuracy"),
     "min_accuracy_ci_low": (("intervals", "overall", "accuracy", 0), "min", "accuracy's lower 95% bound"),
     "max_ece": (("metrics", "overall", "ece"), "max", "ECE"),

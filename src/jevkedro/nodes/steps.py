@@ -17,7 +17,7 @@ from jevkedro.nodes import infer as _infer
 from jevkedro.nodes.infer import PredictionLog
 from jevkedro.nodes.report import build_report, check_gates
 from jevkedro.nodes.snapshot import PreparedView, Snapshot, verify_snapshot_bytes
-from jevkedro.nodes.validate import build_question_table, question_records
+from jevkedro.nodes.validate import QuestionRecords, build_question_table, question_records
 from jevkedro.registry import family_of
 
 log = logging.getLogger(__name__)
@@ -55,17 +55,17 @@ def infer(snapshot: Snapshot, prediction_log: PredictionLog, model: Mapping[str,
 
 
 def score(snapshot: Snapshot, predictions: PredictionLog,
-          model: Mapping[str, Any], gates: dict | None = None) -> tuple[dict, dict | None, list]:
+          model: Mapping[str, Any], gates: dict | None = None) -> tuple[dict, dict | None, QuestionRecords]:
     """Validate every answer, compute the generic metrics and the family's ``official`` report,
     and check the view's regression gates (``report["gates"]``; the run fails at its end when one
     is not met); also returns the per-question judgements (status, reason, normalised probabilities)."""
-    model = ModelSettings.parse(model)
+    settings = ModelSettings.parse(model)
     records = predictions.records
     table = build_question_table(snapshot, records)
     module = family_of(snapshot.view).module()
     official = module.evaluate(snapshot, table, records) if hasattr(module, "evaluate") else None
     # the identity the report names (adapter, model) is the one every record is stamped with
-    report = build_report(snapshot, table, records, model.flat(), predictions.checked_meta(), official)
+    report = build_report(snapshot, table, records, settings.flat(), predictions.checked_meta(), official)
     thresholds = gates_for(parse_gates(gates), snapshot.view).model_dump(exclude_none=True)
     if thresholds:
         report["gates"] = check_gates(report, thresholds)

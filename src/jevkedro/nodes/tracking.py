@@ -80,7 +80,7 @@ def _finite(value: Any) -> float | None:
     return None
 
 
-def _get(tree: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+def _get(tree: Any, path: tuple[str, ...]) -> Any:
     for key in path:
         if not isinstance(tree, Mapping):
             return None
@@ -447,7 +447,7 @@ def _log_dataset(client, run_id: str, dataset: Mapping[str, Any]) -> None:
     from mlflow.entities import DatasetInput, InputTag
 
     source = _local_source_class()(Path(dataset["source"]).resolve().as_uri())
-    ds = MetaDataset(source=source, name=dataset["name"], digest=dataset["digest"])
+    ds = MetaDataset(source=source, name=dataset["name"], digest=dataset["digest"])  # type: ignore[abstract]  # profile is a property MetaDataset defines
     tags = [InputTag("mlflow.data.context", "evaluation"), InputTag("sha256", dataset["sha256"]),
             InputTag("data", dataset["data"]), InputTag("requests", str(dataset.get("requests")))]
     client.log_inputs(run_id, [DatasetInput(ds._to_mlflow_entity(), tags)])

@@ -76,7 +76,7 @@ def _is_prob(x: Any) -> bool:
         return False
     if isinstance(x, int):  # exact: a 400-digit integer never meets a float conversion
         return 0 <= x <= 1
-    return math.isfinite(x) and 0.0 <= x <= 1.0
+    return math.isfinite(x) and 0.0 <= float(x) <= 1.0
 
 
 def _short_repr(value: Any) -> str:
@@ -160,7 +160,7 @@ def validate_answer(
         else:
             if not _is_prob(p):
                 return None, f"noul must be a number in [0, 1], got {_short_repr(p)}"
-            by_key = {"true": float(p), "false": 1.0 - float(p)}
+            by_key = {"true": float(p), "false": 1.0 - float(p)}  # type: ignore[arg-type]  # _is_prob: a real number
             return np.array([by_key[c] for c in candidates], dtype=float), None
     else:
         if qtype == "choice" and ("choice" in answer or answer.get(LIST_FLAVOUR_KEY)):
@@ -245,6 +245,7 @@ def judge_request(row: SnapshotRow, record: Mapping[str, Any] | None, tolerance:
     if status != "ok":
         why = record.get("error") if record else None
         return [(status, None, why)] * len(questions)
+    assert record is not None  # status "ok" comes only from a record
     response = record.get("response")
     answers = answers_by_question(response)
     unsupported = set(record.get("unsupported_questions") or ())
@@ -412,7 +413,7 @@ class QuestionRecords(Sequence):
             **({"unscored": True} if t.unscored[i] else {}),
         }
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):
         if isinstance(i, slice):
             return [self._one(j) for j in range(*i.indices(len(self)))]
         if i < 0:
