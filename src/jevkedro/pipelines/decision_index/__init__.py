@@ -37,8 +37,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from jevkedro.config import PrepareOptions
 from jevkedro.family import Release, check_data_kind, expected_for, family_manifest, make_prepare, wire_question
+from jevkedro.nodes.gcpause import gc_paused
 from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFile, SourceFormatError, check_source
 from jevkedro.nodes.validate import QuestionTable
 from jevkedro.pipelines.decision_index.edition import GSM8K, RETIRED, edition_03, run_datasets
@@ -57,26 +60,67 @@ DECISION_PAYLOADS = ("candidate_decisions", "calibration_decisions")
 # ------------------------------------------------------------------------------------------
 # reading
 
+GZIP_BLOCK = 1 << 24  # bytes of uncompressed text hashed, split and decoded at a time
+_ANY_JSON = msgspec.json.Decoder()
+
+
 def read_jsonl_gz(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], str, int]:
-    """All ``(line, object)`` of a gzipped JSON-lines file, the sha256 and size of its uncompressed bytes."""
+    """All ``(line, object)`` of a gzipped JSON-lines file, the sha256 and size of its uncompressed bytes.
+
+    The text is read in blocks of ``GZIP_BLOCK`` bytes (hashed as read) and each block's lines
+    are decoded by msgspec in one pass. msgspec accepts a subset of what ``json.loads`` does and
+    decodes it to the same objects (same values, last of a repeated key wins); a line it refuses
+    (``NaN``, ``1e400``, a lone surrogate, a byte-order mark, blank lines, bad JSON) is read by
+    ``json.loads`` exactly as before, so the result and the errors are those of a line-by-line
+    ``json.loads``.
+    """
     digest, size, out = hashlib.sha256(), 0, []
+    lineno = 0  # lines before the block
+    rest = b""
     try:
         with gzip.open(path, "rb") as fh:
-            for lineno, raw in enumerate(fh, start=1):
-                digest.update(raw)
-                size += len(raw)
-                if not raw.strip():
-                    continue
-                try:
-                    obj = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                    raise SourceFormatError(f"{path}:{lineno}: not valid JSON ({exc})") from None
-                if not isinstance(obj, dict):
-                    raise SourceFormatError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-                out.append((lineno, obj))
+            while block := fh.read(GZIP_BLOCK):
+                digest.update(block)
+                size += len(block)
+                data = rest + block if rest else block
+                cut = data.rfind(b"\n") + 1
+                rest = data[cut:]
+                if cut:
+                    lines = data[:cut].split(b"\n")
+                    lines.pop()  # after the last newline
+                    _decode_lines(path, lines, lineno, out)
+                    lineno += len(lines)
+            if rest:  # a last line without its newline
+                _decode_lines(path, [rest], lineno, out, newline=b"")
     except (OSError, EOFError) as exc:
         raise SourceFormatError(f"{path}: not a readable gzip file ({exc})") from None
     return out, digest.hexdigest(), size
+
+
+def _decode_lines(path: Path, lines: list[bytes], before: int, out: list[tuple[int, dict[str, Any]]],
+                  newline: bytes = b"\n") -> None:
+    """Append ``(line number, object)`` of ``lines`` (numbered from ``before + 1``, each without
+    its ``newline``) to ``out``."""
+    try:
+        objs = list(map(_ANY_JSON.decode, lines))  # the common case: every line decodes
+    except Exception:  # noqa: BLE001 -- any refusal: line by line, the exact reader deciding
+        objs = None
+    if objs is not None and all(type(o) is dict for o in objs):
+        out.extend(zip(range(before + 1, before + 1 + len(lines)), objs))
+        return
+    for lineno, raw in enumerate(lines, start=before + 1):
+        if not raw.strip():
+            continue
+        try:
+            obj = _ANY_JSON.decode(raw)
+        except Exception:  # noqa: BLE001
+            try:
+                obj = json.loads(raw + newline)  # as read line by line: error positions count the newline
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise SourceFormatError(f"{path}:{lineno}: not valid JSON ({exc})") from None
+        if not isinstance(obj, dict):
+            raise SourceFormatError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+        out.append((lineno, obj))
 
 
 def read_run_ids(path: Path) -> set[str]:
@@ -122,7 +166,7 @@ def _fail(where: str, message: str) -> SourceFormatError:
 def unscored_fields(scoring: Any) -> set[str]:
     """Fields the added rows' decision payloads mark unscored (e.g. PhishNChips ``sig_*``)."""
     out: set[str] = set()
-    if isinstance(scoring, dict):
+    if scoring and isinstance(scoring, dict):
         for key in DECISION_PAYLOADS:
             payload = scoring.get(key)
             if isinstance(payload, dict):
@@ -130,15 +174,21 @@ def unscored_fields(scoring: Any) -> set[str]:
     return out
 
 
+# Targets are frozen: one object per hard label (and one for "unscored") serves every question.
+_LABEL_TARGETS = tuple(Target(label=k) for k in range(256))
+_UNSCORED = Target(unscored=True)
+_SOURCE_KEYS = ("metadata", "provenance", "scoring", "_evaluation")
+
+
 def _target(where: str, qid: str, qtype: str, candidates: list[str], gold: Any) -> Target:
     if qtype == "noul":
         if not isinstance(gold, bool):
             raise _fail(where, f"question {qid!r}: noul gold must be a JSON boolean, got {gold!r}")
-        return Target(label=candidates.index("true" if gold else "false"))
+        return _LABEL_TARGETS[candidates.index("true" if gold else "false")]
     if qtype == "choice":
         if not isinstance(gold, str) or gold not in candidates:
             raise _fail(where, f"question {qid!r}: gold {gold!r} is not one of the options {candidates[:8]}")
-        return Target(label=candidates.index(gold))
+        return _LABEL_TARGETS[candidates.index(gold)]
     raise _fail(where, f"question {qid!r}: type {qtype!r} is not used by the Decision Index")
 
 
@@ -156,7 +206,7 @@ def map_row(where: str, obj: dict[str, Any]) -> SnapshotRow:
     expected = obj.get("expected") or {}
     if not isinstance(expected, dict):
         raise _fail(where, "expected must be an object (question -> gold or null)")
-    unknown = set(expected) - set(questions)
+    unknown = expected.keys() - questions.keys()
     if unknown:
         raise _fail(where, f"expected names question(s) not in the request: {sorted(unknown)}")
     skip = unscored_fields(obj.get("scoring"))
@@ -167,24 +217,31 @@ def map_row(where: str, obj: dict[str, Any]) -> SnapshotRow:
             raise _fail(where, f"question {qid!r}: {len(cands)} options (the kit allows 2 to 255)")
         wire_qs[qid], candidates[qid] = wire, cands
         gold = expected.get(qid)
-        targets[qid] = (Target(unscored=True) if gold is None or qid in skip
+        targets[qid] = (_UNSCORED if gold is None or qid in skip
                         else _target(where, qid, wire["type"], cands, gold))
     cid = int(ev["catalog_id"])
-    edition = edition_03()
-    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    area_of = edition_03().area_of
+    metadata = obj.get("metadata")
+    split = obj.get("split")
     return SnapshotRow(
-        request_id=str(ev["run_id"]),
-        request={"state": obj["state"], "questions": wire_qs},
-        candidates=candidates,
-        targets=targets,
-        slices={"catalog_id": cid, "dataset": ev["dataset"], "track": str(ev["track"]),
-                "area": edition.area_of.get(cid, "shown_only"), "in_index": cid in edition.area_of,
-                "domain": metadata.get("domain"), "split": obj.get("split")},
+        str(ev["run_id"]),
+        {"state": obj["state"], "questions": wire_qs},
+        candidates,
+        targets,
+        {"catalog_id": cid, "dataset": ev["dataset"], "track": str(ev["track"]),
+         "area": area_of.get(cid, "shown_only"), "in_index": cid in area_of,
+         "domain": metadata.get("domain") if isinstance(metadata, dict) else None, "split": split},
         # the case group id stays out of the generic slices (one group per case: 100k+ groups);
         # the official scorer reads it from _evaluation. ``line``: file name and line, no local path.
-        source={"line": Path(where).name, "id": obj["id"], "family": obj.get("family"), "split": obj.get("split"),
-                **{k: obj[k] for k in ("metadata", "provenance", "scoring", "_evaluation") if k in obj}},
+        {"line": file_line(where), "id": obj["id"], "family": obj.get("family"), "split": split,
+         **{k: obj[k] for k in _SOURCE_KEYS if k in obj}},
     )
+
+
+def file_line(where: str) -> str:
+    """``Path(where).name`` (``<file>:<line>`` without the folder), without making a Path per row."""
+    tail = where.rpartition("/")[2]
+    return tail if tail not in ("", ".", "..") else Path(where).name
 
 
 def exclusion_key(ev: dict[str, Any]) -> str:
@@ -277,6 +334,7 @@ def _source_file(folder: Path, pin: dict[str, Any], data: str) -> tuple[SourceFi
     return check_source(path, pin if pin.get("sha256") else None), None
 
 
+@gc_paused()
 def read_release(options: PrepareOptions, view: str = "decision_index") -> Release:
     """Read a suite folder and apply the 0.3 read-time rules.
 
@@ -298,8 +356,9 @@ def read_release(options: PrepareOptions, view: str = "decision_index") -> Relea
         sf, rows = _source_file(source, pin, data)
         files.append(sf)
         loaded[name] = rows
-    records = {name: [(f"{source / name}:{ln}", obj) for ln, obj in loaded[name]]
-               for name in ("selected-rows.jsonl.gz", "gsm8k-rows.jsonl.gz", "added-rows.jsonl.gz")}
+    records = {name: [(prefix + str(ln), obj) for ln, obj in loaded[name]]
+               for name in ("selected-rows.jsonl.gz", "gsm8k-rows.jsonl.gz", "added-rows.jsonl.gz")
+               for prefix in (f"{source / name}:",)}
     subsets = {cid: read_run_ids(source / name) for cid, name in SUBSET_FILES.items()}
     excluded = read_exclusions(source / "excluded-questions.json")
     kept, steps = apply_read_rules(records["selected-rows.jsonl.gz"], records["gsm8k-rows.jsonl.gz"],
@@ -310,6 +369,7 @@ def read_release(options: PrepareOptions, view: str = "decision_index") -> Relea
                    notes={"read_steps": steps, "excluded_ids": excluded})
 
 
+@gc_paused()
 def build(release: Release, view: str = "decision_index") -> PreparedView:
     """Map every kept record (pure); run ids must be unique, and the datasets found must be the
     ones edition 0.3 runs (and as many as it pins)."""
