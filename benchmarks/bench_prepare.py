@@ -16,7 +16,8 @@ into ``--work`` once, then ``--repeats`` times, each in a fresh process:
 Baselines in the same run: ``gzip -dc <the three row files> | sha256sum`` (decompressing and hashing
 the source, the least any reader does) and ``sha256sum`` of the written TSV. Prints the medians, the
 ratios to the baselines, the snapshot's sha256 (it must not change with the code's speed), the load
-average before and after, and the target (prepare under 8 s).
+average before and after, and the target (prepare under 8 s). ``--src <other checkout>/src`` times
+another version of the code on the same suite (the before/after comparison in docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -76,8 +77,11 @@ print(wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024)
 """
 
 
+SRC = [str(ROOT / "src")]  # the package timed; --src points at another checkout's src (a baseline)
+
+
 def env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT / "src"), "KEDRO_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1"}
+    return {**os.environ, "PYTHONPATH": SRC[0], "KEDRO_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1"}
 
 
 def shell_seconds(cmd: str) -> float:
@@ -95,7 +99,9 @@ def main() -> None:
     parser.add_argument("--work", default="/tmp/prepare_bench")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-kedro", action="store_true", help="time the functions only")
+    parser.add_argument("--src", default=SRC[0], help="the src folder of the code to time (e.g. main's, as a baseline)")
     args = parser.parse_args()
+    SRC[0] = str(Path(args.src).resolve())
     work = Path(args.work)
     suite = work / "suite"
     if not all((suite / f).is_file() for f in ROW_FILES):
@@ -104,7 +110,7 @@ def main() -> None:
         write_suite(suite, "synthetic")
     project = make_project(work)
     source = f"{VIEW}.prepare.source={suite},{VIEW}.prepare.data=synthetic"
-    print(f"load average before: {load()}")
+    print(f"code: {SRC[0]}; load average before: {load()}")
     stages, kedro, gz_sha, tsv_sha = [], [], [], []
     for i in range(args.repeats):
         gz_sha.append(shell_seconds("gzip -dc " + " ".join(str(suite / f) for f in ROW_FILES) + " | sha256sum"))

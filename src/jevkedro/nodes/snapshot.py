@@ -178,12 +178,9 @@ class PreparedView:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
-def count_rows(rows: Iterable[SnapshotRow]) -> dict[str, Any]:
-    by_type: Counter[str] = Counter()
-    inputs = 0
-    for row in rows:
-        inputs += 1
-        by_type.update(q["type"] for q in row.request["questions"].values())
+def count_rows(rows: Sequence[SnapshotRow]) -> dict[str, Any]:
+    inputs = len(rows)
+    by_type = Counter([q["type"] for row in rows for q in row.request["questions"].values()])
     return {"inputs": inputs, "questions": sum(by_type.values()), "by_type": dict(sorted(by_type.items()))}
 
 

@@ -285,8 +285,9 @@ def apply_read_rules(selected: list[tuple[str, dict]], gsm8k: list[tuple[str, di
     matched: dict[str, int] = {}
     survivors = []
     for where, obj in kept:
-        key = exclusion_key(obj["_evaluation"]) if isinstance(obj.get("_evaluation"), dict) and all(
-            k in obj["_evaluation"] for k in ("catalog_id", "track", "group_id")) else None
+        ev = obj.get("_evaluation")
+        key = (exclusion_key(ev) if isinstance(ev, dict) and "catalog_id" in ev and "track" in ev and "group_id" in ev
+               else None)
         if key is not None and key in excluded:
             matched[key] = matched.get(key, 0) + 1
         else:
