@@ -33,11 +33,12 @@ import msgspec
 import numpy as np
 
 from jevkedro import __version__
+from jevkedro.nodes.celljson import CellEncoder, exact_encoder
 from jevkedro.nodes.gcpause import gc_paused
 from jevkedro.nodes.jsonparse import JSONTextError, describe_path, parse_json
 from jevkedro.nodes.layout import load_layout, save_layout
 from jevkedro.nodes.validate import level_names_of
-from jevkedro.protocol import SnapshotRow, Target, dumps
+from jevkedro.protocol import SnapshotRow, Target
 
 COLUMNS = ("request_id", "request", "candidates", "targets", "slices", "source")
 DATA_KINDS = ("official", "sample", "synthetic")
@@ -211,12 +212,9 @@ class PreparedView:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
-def count_rows(rows: Iterable[SnapshotRow]) -> dict[str, Any]:
-    by_type: Counter[str] = Counter()
-    inputs = 0
-    for row in rows:
-        inputs += 1
-        by_type.update(q["type"] for q in row.request["questions"].values())
+def count_rows(rows: Sequence[SnapshotRow]) -> dict[str, Any]:
+    inputs = len(rows)
+    by_type = Counter([q["type"] for row in rows for q in row.request["questions"].values()])
     return {"inputs": inputs, "questions": sum(by_type.values()), "by_type": dict(sorted(by_type.items()))}
 
 
@@ -231,25 +229,87 @@ def _diff_counts(found: dict[str, Any], expected: dict[str, Any], prefix: str = 
     return out
 
 
-def render_tsv(rows: Iterable[SnapshotRow]) -> bytes:
-    lines = ["\t".join(COLUMNS)]
+TSV_BATCH_ROWS = 4096  # rows rendered, encoded to UTF-8, hashed and written at a time
+
+
+def _checked_id(row: SnapshotRow, seen: set[str]) -> str:
+    """Check one row (shape, unique request id without tabs or newlines) and record its id."""
+    row.check()
+    rid = row.request_id
+    if rid in seen:
+        raise SnapshotError(f"duplicate request_id {rid!r}")
+    if "\t" in rid or "\n" in rid or "\r" in rid:
+        raise SnapshotError(f"request_id {rid!r} contains a tab or newline")
+    seen.add(rid)
+    return rid
+
+
+def _targets_cell(row: SnapshotRow) -> dict[str, Any]:
+    return {q: t.to_json() for q, t in row.targets.items()}
+
+
+def _block_by_columns(batch: list[SnapshotRow], seen: set[str], cells: CellEncoder) -> bytes:
+    """The lines of ``batch``: every row checked, then each column encoded in one call. On an
+    error, the ids this call added to ``seen`` are taken out again."""
+    ids: list[str] = []
+    try:
+        for row in batch:
+            ids.append(_checked_id(row, seen))
+        columns = [
+            [rid.encode("utf-8") for rid in ids],
+            cells.encode_all([r.request for r in batch]),
+            cells.encode_all([r.candidates for r in batch]),
+            cells.encode_all([_targets_cell(r) for r in batch]),
+            cells.encode_all([r.slices for r in batch]),
+            cells.encode_all([r.source for r in batch]),
+        ]
+    except BaseException:
+        seen.difference_update(ids)
+        raise
+    return b"".join([b"\t".join(line) + b"\n" for line in zip(*columns)])
+
+
+def _block_by_rows(batch: list[SnapshotRow], seen: set[str], cell: Callable[[Any], str]) -> bytes:
+    """The lines of ``batch`` row by row (check, then encode), raising the first row's error first."""
+    lines = []
+    for row in batch:
+        rid = _checked_id(row, seen)
+        lines.append("\t".join((rid, cell(row.request), cell(row.candidates), cell(_targets_cell(row)),
+                                cell(row.slices), cell(row.source))) + "\n")
+    return "".join(lines).encode("utf-8")
+
+
+def tsv_blocks(rows: Iterable[SnapshotRow]) -> Iterator[bytes]:
+    """The snapshot TSV as UTF-8 blocks of ``TSV_BATCH_ROWS`` lines (header first); joined, they
+    are :func:`render_tsv`: each cell ``protocol.dumps(value)``, each line ending in a newline.
+
+    A block is rendered column by column (:class:`~jevkedro.nodes.celljson.CellEncoder`); if any
+    of its rows fails a check or an encoding, the block is rendered again row by row, so the error
+    raised is the one the first failing row gives, as in a row-by-row writer."""
+    cells = CellEncoder()
     seen: set[str] = set()
+    yield ("\t".join(COLUMNS) + "\n").encode("utf-8")
+    batch: list[SnapshotRow] = []
     for row in rows:
-        row.check()
-        if row.request_id in seen:
-            raise SnapshotError(f"duplicate request_id {row.request_id!r}")
-        seen.add(row.request_id)
-        if any(c in row.request_id for c in "\t\n\r"):
-            raise SnapshotError(f"request_id {row.request_id!r} contains a tab or newline")
-        lines.append("\t".join((
-            row.request_id,
-            dumps(row.request),
-            dumps(row.candidates),
-            dumps({q: t.to_json() for q, t in row.targets.items()}),
-            dumps(row.slices),
-            dumps(row.source),
-        )))
-    return ("\n".join(lines) + "\n").encode("utf-8")
+        batch.append(row)
+        if len(batch) == TSV_BATCH_ROWS:
+            yield _render_block(batch, seen, cells)
+            batch = []
+    if batch:
+        yield _render_block(batch, seen, cells)
+
+
+def _render_block(batch: list[SnapshotRow], seen: set[str], cells: CellEncoder) -> bytes:
+    try:
+        return _block_by_columns(batch, seen, cells)
+    except Exception:  # noqa: BLE001 -- redone row by row, which raises the first failing row's error
+        _block_by_rows(batch, seen, exact_encoder())
+        raise  # row by row passed where the column path failed: never expected; do not hide it
+
+
+def render_tsv(rows: Iterable[SnapshotRow]) -> bytes:
+    """The whole snapshot TSV (header, one line per row, each line ending in a newline)."""
+    return b"".join(tsv_blocks(rows))
 
 
 MANIFEST_DIGEST = "manifest_sha256"
@@ -270,6 +330,7 @@ def snapshot_paths(root: str | Path, view: str) -> tuple[Path, Path]:
     return root / f"{view}.tsv", root / f"{view}.manifest.json"
 
 
+@gc_paused()  # rendering makes short-lived containers; the rows are long-lived: nothing to collect
 def commit_dataset(prepared: PreparedView, root: str | Path) -> dict[str, Any]:
     """Check a prepared view against its pins and write its TSV and manifest atomically.
 
@@ -287,27 +348,34 @@ def commit_dataset(prepared: PreparedView, root: str | Path) -> dict[str, Any]:
         if diffs:
             files = ", ".join(str(s.path) for s in prepared.sources)
             raise SnapshotError(f"{prepared.view} from {files}: counts differ from the manifest: " + "; ".join(diffs))
-    payload = render_tsv(prepared.rows)
-    digest = hashlib.sha256(payload).hexdigest()
     want_sha = prepared.expected.get("snapshot_sha256")
-    if want_sha and want_sha != digest:
-        raise SnapshotError(
-            f"{tsv_path}: prepared snapshot sha256 {digest} does not match the pinned {want_sha} "
-            "(the source or the mapping changed)"
-        )
+    digest = hashlib.sha256()
+    size = 0
+    # Streamed: each block is hashed and written as it is rendered; the file replaces the old one
+    # only if every row renders and the hash matches its pin (otherwise the temp file is removed).
+    with atomic_writer(tsv_path) as fh:
+        for block in tsv_blocks(prepared.rows):
+            digest.update(block)
+            fh.write(block)
+            size += len(block)
+        sha = digest.hexdigest()
+        if want_sha and want_sha != sha:
+            raise SnapshotError(
+                f"{tsv_path}: prepared snapshot sha256 {sha} does not match the pinned {want_sha} "
+                "(the source or the mapping changed)"
+            )
     manifest = {
         "view": prepared.view,
         "family": prepared.family,
         "data": prepared.data,
         "sources": [s.to_json() for s in prepared.sources],
         "counts": counts,
-        "snapshot": {"file": tsv_path.name, "sha256": digest, "bytes": len(payload), "rows": counts["inputs"]},
+        "snapshot": {"file": tsv_path.name, "sha256": sha, "bytes": size, "rows": counts["inputs"]},
         "scoring": prepared.scoring,
         "notes": prepared.notes,
         "writer": f"jevkedro {__version__}",
     }
     manifest[MANIFEST_DIGEST] = manifest_digest(manifest)
-    atomic_write_bytes(tsv_path, payload)
     atomic_write_json(manifest_path, manifest)
     return manifest
 

@@ -32,14 +32,26 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from jevkedro.config import PrepareOptions
 from jevkedro.family import Release, check_data_kind, expected_for, family_manifest, make_prepare, wire_question
-from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFile, SourceFormatError, check_source
+from jevkedro.nodes.gcpause import gc_paused
+from jevkedro.nodes.jsonparse import same_keys_as_text
+from jevkedro.nodes.snapshot import (
+    PreparedView,
+    Snapshot,
+    SnapshotError,
+    SourceFile,
+    SourceFormatError,
+    SourceJSONError,
+    check_source,
+    read_source_json,
+)
 from jevkedro.nodes.validate import QuestionTable
 from jevkedro.pipelines.decision_index.edition import GSM8K, RETIRED, edition_03, run_datasets
 from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target
@@ -57,31 +69,86 @@ DECISION_PAYLOADS = ("candidate_decisions", "calibration_decisions")
 # ------------------------------------------------------------------------------------------
 # reading
 
+GZIP_BLOCK = 1 << 24  # bytes of uncompressed text hashed, split and decoded at a time
+_ANY_JSON = msgspec.json.Decoder()
+
+
 def read_jsonl_gz(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], str, int]:
-    """All ``(line, object)`` of a gzipped JSON-lines file, the sha256 and size of its uncompressed bytes."""
+    """All ``(line, object)`` of a gzipped JSON-lines file, the sha256 and size of its uncompressed bytes.
+
+    The text is read in blocks of ``GZIP_BLOCK`` bytes (hashed as read) and each block's lines
+    are decoded by msgspec in one pass. msgspec accepts a subset of what ``json.loads`` does and
+    decodes it to the same objects, except that it keeps the last of a repeated key: a block is
+    taken only when every key of its text survived (:func:`~jevkedro.nodes.jsonparse.same_keys_as_text`).
+    Otherwise (a repeated key, ``NaN``, ``1e400``, a lone surrogate, a byte-order mark, blank lines,
+    bad JSON) its lines are read one by one by the strict source reader, which refuses a repeated key
+    and a number no double holds, naming file and line.
+    """
     digest, size, out = hashlib.sha256(), 0, []
+    lineno = 0  # lines before the block
+    rest = b""
     try:
         with gzip.open(path, "rb") as fh:
-            for lineno, raw in enumerate(fh, start=1):
-                digest.update(raw)
-                size += len(raw)
-                if not raw.strip():
-                    continue
-                try:
-                    obj = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                    raise SourceFormatError(f"{path}:{lineno}: not valid JSON ({exc})") from None
-                if not isinstance(obj, dict):
-                    raise SourceFormatError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-                out.append((lineno, obj))
+            while block := fh.read(GZIP_BLOCK):
+                digest.update(block)
+                size += len(block)
+                data = rest + block if rest else block
+                cut = data.rfind(b"\n") + 1
+                rest = data[cut:]
+                if cut:
+                    lines = data[:cut].split(b"\n")
+                    lines.pop()  # after the last newline
+                    _decode_lines(path, lines, lineno, out)
+                    lineno += len(lines)
+            if rest:  # a last line without its newline
+                _decode_lines(path, [rest], lineno, out, newline=b"")
     except (OSError, EOFError) as exc:
         raise SourceFormatError(f"{path}: not a readable gzip file ({exc})") from None
     return out, digest.hexdigest(), size
 
 
+def _decode_lines(path: Path, lines: list[bytes], before: int, out: list[tuple[int, dict[str, Any]]],
+                  newline: bytes = b"\n") -> None:
+    """Append ``(line number, object)`` of ``lines`` (numbered from ``before + 1``, each without
+    its ``newline``) to ``out``."""
+    try:
+        objs = list(map(_ANY_JSON.decode, lines))  # the common case: every line decodes
+        # msgspec keeps the last of a repeated key silently: the block is taken only when every key survived
+        exact = all(type(o) is dict for o in objs) and same_keys_as_text(b"\n".join(lines), objs)
+    except Exception:  # noqa: BLE001 -- any refusal: line by line, the strict reader deciding
+        exact = False
+    if exact:
+        out.extend(zip(range(before + 1, before + 1 + len(lines)), objs))
+        return
+    for lineno, raw in enumerate(lines, start=before + 1):
+        if not raw.strip():
+            continue
+        try:
+            text = (raw + newline).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SourceFormatError(f"{path}:{lineno}: not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1})") from None
+        try:
+            obj = read_source_json(text)  # repeated keys and numbers a double cannot hold are refused
+        except SourceJSONError as exc:
+            raise SourceFormatError(f"{path}:{lineno}: {exc}") from None
+        if not isinstance(obj, dict):
+            raise SourceFormatError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+        out.append((lineno, obj))
+
+
+def _read_json_file(path: Path) -> Any:
+    """A whole JSON source file, read strictly (:func:`~jevkedro.nodes.snapshot.read_source_json`)."""
+    try:
+        return read_source_json(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SourceFormatError(f"{path}: not UTF-8 (byte {exc.start + 1})") from None
+    except SourceJSONError as exc:
+        raise SourceFormatError(f"{path}: {exc}") from None
+
+
 def read_run_ids(path: Path) -> set[str]:
     """A subset file: a JSON list of run ids, or an object with a ``run_ids`` list."""
-    obj = json.loads(path.read_text(encoding="utf-8"))
+    obj = _read_json_file(path)
     ids = obj.get("run_ids") if isinstance(obj, dict) else obj
     if not isinstance(ids, list) or not all(isinstance(x, str) for x in ids):
         raise SourceFormatError(f"{path}: expected a list of run ids (or an object with 'run_ids')")
@@ -94,7 +161,7 @@ def read_exclusions(path: Path) -> dict[str, Any]:
     Accepted shapes: an object ``{id: {question: reason}}``, or a list of ``{"id": ..., "reasons" |
     "questions": ...}`` objects (or bare id strings).
     """
-    obj = json.loads(path.read_text(encoding="utf-8"))
+    obj = _read_json_file(path)
     if isinstance(obj, dict) and "excluded" in obj:
         obj = obj["excluded"]
     if isinstance(obj, dict):
@@ -122,7 +189,7 @@ def _fail(where: str, message: str) -> SourceFormatError:
 def unscored_fields(scoring: Any) -> set[str]:
     """Fields the added rows' decision payloads mark unscored (e.g. PhishNChips ``sig_*``)."""
     out: set[str] = set()
-    if isinstance(scoring, dict):
+    if scoring and isinstance(scoring, dict):
         for key in DECISION_PAYLOADS:
             payload = scoring.get(key)
             if isinstance(payload, dict):
@@ -130,15 +197,21 @@ def unscored_fields(scoring: Any) -> set[str]:
     return out
 
 
+# Targets are frozen: one object per hard label (and one for "unscored") serves every question.
+_LABEL_TARGETS = tuple(Target(label=k) for k in range(256))
+_UNSCORED = Target(unscored=True)
+_SOURCE_KEYS = ("metadata", "provenance", "scoring", "_evaluation")
+
+
 def _target(where: str, qid: str, qtype: str, candidates: list[str], gold: Any) -> Target:
     if qtype == "noul":
         if not isinstance(gold, bool):
             raise _fail(where, f"question {qid!r}: noul gold must be a JSON boolean, got {gold!r}")
-        return Target(label=candidates.index("true" if gold else "false"))
+        return _LABEL_TARGETS[candidates.index("true" if gold else "false")]
     if qtype == "choice":
         if not isinstance(gold, str) or gold not in candidates:
             raise _fail(where, f"question {qid!r}: gold {gold!r} is not one of the options {candidates[:8]}")
-        return Target(label=candidates.index(gold))
+        return _LABEL_TARGETS[candidates.index(gold)]
     raise _fail(where, f"question {qid!r}: type {qtype!r} is not used by the Decision Index")
 
 
@@ -156,7 +229,7 @@ def map_row(where: str, obj: dict[str, Any]) -> SnapshotRow:
     expected = obj.get("expected") or {}
     if not isinstance(expected, dict):
         raise _fail(where, "expected must be an object (question -> gold or null)")
-    unknown = set(expected) - set(questions)
+    unknown = expected.keys() - questions.keys()
     if unknown:
         raise _fail(where, f"expected names question(s) not in the request: {sorted(unknown)}")
     skip = unscored_fields(obj.get("scoring"))
@@ -167,24 +240,31 @@ def map_row(where: str, obj: dict[str, Any]) -> SnapshotRow:
             raise _fail(where, f"question {qid!r}: {len(cands)} options (the kit allows 2 to 255)")
         wire_qs[qid], candidates[qid] = wire, cands
         gold = expected.get(qid)
-        targets[qid] = (Target(unscored=True) if gold is None or qid in skip
+        targets[qid] = (_UNSCORED if gold is None or qid in skip
                         else _target(where, qid, wire["type"], cands, gold))
     cid = int(ev["catalog_id"])
-    edition = edition_03()
-    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    area_of = edition_03().area_of
+    metadata = obj.get("metadata")
+    split = obj.get("split")
     return SnapshotRow(
-        request_id=str(ev["run_id"]),
-        request={"state": obj["state"], "questions": wire_qs},
-        candidates=candidates,
-        targets=targets,
-        slices={"catalog_id": cid, "dataset": ev["dataset"], "track": str(ev["track"]),
-                "area": edition.area_of.get(cid, "shown_only"), "in_index": cid in edition.area_of,
-                "domain": metadata.get("domain"), "split": obj.get("split")},
+        str(ev["run_id"]),
+        {"state": obj["state"], "questions": wire_qs},
+        candidates,
+        targets,
+        {"catalog_id": cid, "dataset": ev["dataset"], "track": str(ev["track"]),
+         "area": area_of.get(cid, "shown_only"), "in_index": cid in area_of,
+         "domain": metadata.get("domain") if isinstance(metadata, dict) else None, "split": split},
         # the case group id stays out of the generic slices (one group per case: 100k+ groups);
         # the official scorer reads it from _evaluation. ``line``: file name and line, no local path.
-        source={"line": Path(where).name, "id": obj["id"], "family": obj.get("family"), "split": obj.get("split"),
-                **{k: obj[k] for k in ("metadata", "provenance", "scoring", "_evaluation") if k in obj}},
+        {"line": file_line(where), "id": obj["id"], "family": obj.get("family"), "split": split,
+         **{k: obj[k] for k in _SOURCE_KEYS if k in obj}},
     )
+
+
+def file_line(where: str) -> str:
+    """``Path(where).name`` (``<file>:<line>`` without the folder), without making a Path per row."""
+    tail = where.rpartition("/")[2]
+    return tail if tail not in ("", ".", "..") else Path(where).name
 
 
 def exclusion_key(ev: dict[str, Any]) -> str:
@@ -228,8 +308,9 @@ def apply_read_rules(selected: list[tuple[str, dict]], gsm8k: list[tuple[str, di
     matched: dict[str, int] = {}
     survivors = []
     for where, obj in kept:
-        key = exclusion_key(obj["_evaluation"]) if isinstance(obj.get("_evaluation"), dict) and all(
-            k in obj["_evaluation"] for k in ("catalog_id", "track", "group_id")) else None
+        ev = obj.get("_evaluation")
+        key = (exclusion_key(ev) if isinstance(ev, dict) and "catalog_id" in ev and "track" in ev and "group_id" in ev
+               else None)
         if key is not None and key in excluded:
             matched[key] = matched.get(key, 0) + 1
         else:
@@ -277,6 +358,7 @@ def _source_file(folder: Path, pin: dict[str, Any], data: str) -> tuple[SourceFi
     return check_source(path, pin if pin.get("sha256") else None), None
 
 
+@gc_paused()
 def read_release(options: PrepareOptions, view: str = "decision_index") -> Release:
     """Read a suite folder and apply the 0.3 read-time rules.
 
@@ -298,8 +380,9 @@ def read_release(options: PrepareOptions, view: str = "decision_index") -> Relea
         sf, rows = _source_file(source, pin, data)
         files.append(sf)
         loaded[name] = rows
-    records = {name: [(f"{source / name}:{ln}", obj) for ln, obj in loaded[name]]
-               for name in ("selected-rows.jsonl.gz", "gsm8k-rows.jsonl.gz", "added-rows.jsonl.gz")}
+    records = {name: [(prefix + str(ln), obj) for ln, obj in loaded[name]]
+               for name in ("selected-rows.jsonl.gz", "gsm8k-rows.jsonl.gz", "added-rows.jsonl.gz")
+               for prefix in (f"{source / name}:",)}
     subsets = {cid: read_run_ids(source / name) for cid, name in SUBSET_FILES.items()}
     excluded = read_exclusions(source / "excluded-questions.json")
     kept, steps = apply_read_rules(records["selected-rows.jsonl.gz"], records["gsm8k-rows.jsonl.gz"],
@@ -310,6 +393,7 @@ def read_release(options: PrepareOptions, view: str = "decision_index") -> Relea
                    notes={"read_steps": steps, "excluded_ids": excluded})
 
 
+@gc_paused()
 def build(release: Release, view: str = "decision_index") -> PreparedView:
     """Map every kept record (pure); run ids must be unique, and the datasets found must be the
     ones edition 0.3 runs (and as many as it pins)."""

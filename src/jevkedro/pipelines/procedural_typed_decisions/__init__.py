@@ -23,7 +23,6 @@ targets) with task, level, task x level, question and target-kind groups, plus `
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Mapping
@@ -36,7 +35,16 @@ from jevkedro.config import PrepareOptions
 from jevkedro.family import Release, check_data_kind, expected_for, family_manifest, make_prepare, wire_question
 from jevkedro.nodes.parquet_source import read_parquet_rows, where
 from jevkedro.nodes.reference import reference_report
-from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFormatError, check_source, json_cell
+from jevkedro.nodes.snapshot import (
+    PreparedView,
+    Snapshot,
+    SnapshotError,
+    SourceFormatError,
+    SourceJSONError,
+    check_source,
+    json_cell,
+    read_source_json,
+)
 from jevkedro.nodes.validate import QuestionTable
 from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target
 
@@ -72,9 +80,11 @@ def decode_state(loc: str, text: Any) -> tuple[Any, str]:
         raise SourceFormatError(f"{loc}: state must be a string, got {type(text).__name__}")
     if text.lstrip().startswith("{"):
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            return text, "text"
+            value = read_source_json(text)  # a repeated key or a number no double holds is refused
+        except SourceJSONError as exc:
+            if exc.syntax:
+                return text, "text"
+            raise SourceFormatError(f"{loc}: state {exc}") from None
         if isinstance(value, dict):
             return value, "json"
     return text, "text"
