@@ -32,14 +32,20 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 # A run this long may be an integer (or a mantissa) beyond the double range: take the exact path.
-_LONG_DIGITS = re.compile(rb"[0-9]{300}")
+LONG_DIGITS = 300  # a run of this many digits is read by the exact path (msgspec cannot be trusted with it)
+_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
+
+
+def _has_long_digits(raw: bytes) -> bool:
+    """Whether ``raw`` holds a run of :data:`LONG_DIGITS` digits (a translation and a substring
+    search: many times faster than a regular expression over megabytes)."""
+    return len(raw) >= LONG_DIGITS and raw.translate(_DIGITS_AS_ZERO).find(b"0" * LONG_DIGITS) >= 0
 _ESCAPED_COLONS = (b"\\u003a", b"\\u003A")
 _DECODER = msgspec.json.Decoder()
 _ENCODER = msgspec.json.Encoder()
@@ -109,7 +115,7 @@ def _fast(raw: bytes) -> Any:
     """The value when msgspec's reading is provably the exact one, else ``_NOT_FAST``."""
     if b"\\\\" in raw and b"\\u" in raw:  # an escaped backslash makes "\u003a" counting ambiguous
         return _NOT_FAST
-    if len(raw) >= 300 and _LONG_DIGITS.search(raw):
+    if _has_long_digits(raw):
         return _NOT_FAST
     try:
         value = _DECODER.decode(raw)
@@ -126,7 +132,7 @@ def same_keys_as_text(raw: bytes, value: Any) -> bool:
     count is ambiguous (an escaped backslash beside ``\\u`` escapes) or digits are too long to trust."""
     if b"\\\\" in raw and b"\\u" in raw:
         return False
-    if len(raw) >= 300 and _LONG_DIGITS.search(raw):
+    if _has_long_digits(raw):
         return False
     expected = raw.count(b":")
     if b"\\u" in raw:
