@@ -81,10 +81,43 @@ def bootstrap_totals(blocks: Sequence[np.ndarray], resamples: int, seed: int) ->
     same resamples. Each block gets its own product, so equal blocks give bit-identical totals."""
     n_units = blocks[0].shape[0]
     out: list[list[np.ndarray]] = [[] for _ in blocks]
+    columns = [np.ascontiguousarray(np.asarray(block, dtype=float).T) for block in blocks]
     for W in resample_counts(n_units, resamples, seed):
-        for k, block in enumerate(blocks):
-            out[k].append(W @ block)
+        for k, cols in enumerate(columns):
+            # (block^T W^T)^T: both operands as BLAS reads them without a copy; W @ block with a
+            # long inner dimension and few resamples is many times slower in OpenBLAS
+            out[k].append((cols @ W.T).T)
     return [np.vstack(parts) if parts else np.zeros((0, b.shape[1])) for parts, b in zip(out, blocks)]
+
+
+def question_bootstrap(conf: np.ndarray, correct: np.ndarray, bins: np.ndarray, n_bins: int, resamples: int, seed: int,
+                       chunk_cells: int = _CELLS_PER_CHUNK) -> tuple[np.ndarray, np.ndarray]:
+    """Accuracy and binned ECE of ``resamples`` question-level bootstrap draws, each draw
+    ``integers(0, N, N)`` from one ``default_rng(seed)`` (the stream of a per-draw loop).
+
+    ``acc_r = mean_j correct[i_rj]``; ``ECE_r = sum_b |H_rb - C_rb| / N`` with ``H_rb``/``C_rb``
+    the hits/confidence summed over the draw's questions in bin ``b`` (``bins == -1``: in no bin).
+    Draws are made ``chunk_cells // N`` at a time, so memory is bounded whatever ``N``; within a
+    cell the sums are taken in draw order, so the values are those of the one-shot version bit for bit."""
+    n = len(conf)
+    rng = np.random.default_rng(seed)
+    correct_f = np.asarray(correct, dtype=float)
+    conf = np.asarray(conf, dtype=float)
+    cell_of = np.where(bins >= 0, bins, n_bins).astype(np.intp)  # bin n_bins: a sink for questions in no bin
+    width = n_bins + 1
+    per_chunk = max(1, chunk_cells // max(n, 1))
+    acc, ece = np.empty(resamples), np.empty(resamples)
+    for done in range(0, resamples, per_chunk):
+        b = min(per_chunk, resamples - done)
+        idx = rng.integers(0, n, (b, n))
+        hit = correct_f[idx]
+        acc[done: done + b] = hit.mean(axis=1)
+        cell = cell_of[idx]
+        cell += (np.arange(b, dtype=np.intp) * width)[:, None]
+        hits = np.bincount(cell.ravel(), weights=hit.ravel(), minlength=b * width)
+        confs = np.bincount(cell.ravel(), weights=conf[idx].ravel(), minlength=b * width)
+        ece[done: done + b] = np.abs(hits - confs).reshape(b, width)[:, :n_bins].sum(axis=1) / n
+    return acc, ece
 
 
 def percentile_interval(values: np.ndarray, level: float = LEVEL) -> tuple[float | None, float | None]:
