@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import sparse
 from scipy.stats import binomtest, rankdata
 
 from jevkedro.nodes import metrics as M
@@ -81,12 +82,14 @@ def bootstrap_totals(blocks: Sequence[np.ndarray], resamples: int, seed: int) ->
     same resamples. Each block gets its own product, so equal blocks give bit-identical totals."""
     n_units = blocks[0].shape[0]
     out: list[list[np.ndarray]] = [[] for _ in blocks]
-    columns = [np.ascontiguousarray(np.asarray(block, dtype=float).T) for block in blocks]
+    # (block^T W^T)^T: both operands as BLAS reads them without a copy (W @ block, a long inner
+    # dimension and few resamples, is many times slower in OpenBLAS); a sparse block (scipy) costs
+    # its entries times the resamples
+    columns = [block.T.tocsr() if sparse.issparse(block) else np.ascontiguousarray(np.asarray(block, dtype=float).T)
+               for block in blocks]
     for W in resample_counts(n_units, resamples, seed):
         for k, cols in enumerate(columns):
-            # (block^T W^T)^T: both operands as BLAS reads them without a copy; W @ block with a
-            # long inner dimension and few resamples is many times slower in OpenBLAS
-            out[k].append((cols @ W.T).T)
+            out[k].append(np.asarray(cols @ W.T).T)
     return [np.vstack(parts) if parts else np.zeros((0, b.shape[1])) for parts, b in zip(out, blocks)]
 
 
@@ -211,33 +214,49 @@ def headline_intervals(t: Terms, units: np.ndarray | None = None, resamples: int
 
 
 def _slice_members(t: Terms, slices: Mapping[str, np.ndarray], max_values: int) -> tuple[np.ndarray, list[tuple[str, str]]]:
-    """``(N, k)`` membership of each question in each slice value, for slices of at most ``max_values`` values."""
-    members, keys = [], []
+    """``(N, s)`` column of each question's value in each slice of at most ``max_values`` values,
+    as an index into ``keys`` (the ``(slice, value)`` pairs, in slice order then sorted values)."""
+    columns, keys = [], []
     for name, column in slices.items():
         values, vcodes = np.unique(np.asarray(column, dtype=object).astype(str), return_inverse=True)
         if len(values) > max_values:
             continue
-        member = np.zeros((len(t), len(values)), dtype=bool)
-        member[np.arange(len(t)), vcodes] = True
-        members.append(member)
+        columns.append(vcodes.astype(np.intp) + len(keys))
         keys += [(name, str(v)) for v in values]
-    return (np.hstack(members) if members else np.zeros((len(t), 0), dtype=bool)), keys
+    return (np.column_stack(columns) if columns else np.zeros((len(t), 0), dtype=np.intp)), keys
+
+
+def _slice_unit_totals(t: Terms, member: np.ndarray, n_keys: int, codes: np.ndarray, G: int) -> sparse.csr_matrix:
+    """Sparse ``(G, 2k)`` unit totals of hits (columns ``0..k-1``) and hard-label questions
+    (``k..2k-1``) per slice value: a unit has entries only for the values its questions take, so
+    the block is O(N x slices), not O(units x values) (duplicate entries are summed)."""
+    n, s = member.shape
+    hard = np.flatnonzero(t.hard)
+    unit = np.repeat(codes[hard], s)
+    value = member[hard].ravel()
+    hit = np.repeat(t.correct[hard].astype(float), s)
+    rows = np.concatenate([unit, unit])
+    cols = np.concatenate([value, value + n_keys])
+    data = np.concatenate([hit, np.ones(len(value))])
+    return sparse.coo_matrix((data, (rows, cols)), shape=(G, 2 * n_keys)).tocsr()
 
 
 def _slice_results(t: Terms, member: np.ndarray, keys: list[tuple[str, str]], boot: np.ndarray,
                    level: float) -> dict[str, dict[str, Any]]:
-    hard = member & t.hard[:, None]
     k = len(keys)
     acc_boot = _ratio(boot[:, :k], boot[:, k:])
     out: dict[str, dict[str, Any]] = {}
+    column = {name: c for c, name in enumerate(dict.fromkeys(name for name, _ in keys))}
     for j, (name, value) in enumerate(keys):
         if value == "":
             continue
-        n_hard = int(hard[:, j].sum())
-        rows = member[:, j] & t.ece_rows
+        is_value = member[:, column[name]] == j
+        hard = is_value & t.hard
+        n_hard = int(hard.sum())
+        rows = is_value & t.ece_rows
         out.setdefault(name, {})[value] = {
             "n": n_hard,
-            "accuracy": float((hard[:, j] & t.correct).sum() / n_hard) if n_hard else None,
+            "accuracy": float((hard & t.correct).sum() / n_hard) if n_hard else None,
             "accuracy_ci": list(percentile_interval(acc_boot[:, j], level)),
             "mean_confidence": float(t.conf[rows].mean()) if rows.any() else None,
             "ece": M.ece(t.conf[rows], t.correct[rows]) if rows.any() else None,
@@ -264,9 +283,8 @@ def report_intervals(t: Terms, slices: Mapping[str, np.ndarray], units: np.ndarr
         return {name: [None, None] for name in HEADLINE}, {}
     codes, G = unit_codes(t.request_id if units is None else units)
     member, keys = _slice_members(t, slices, max_values)
-    hard = member & t.hard[:, None]
     head_block = unit_totals(codes, G, _headline_block(t, t.hard, t.prob, t.ece_rows))
-    slice_block = unit_totals(codes, G, np.hstack([hard & t.correct[:, None], hard]))
+    slice_block = _slice_unit_totals(t, member, len(keys), codes, G)
     boot_head, boot_slices = bootstrap_totals([head_block, slice_block], resamples, seed)
     values = _headline_of(boot_head)
     head = {name: list(percentile_interval(values[name], level)) for name in HEADLINE}
