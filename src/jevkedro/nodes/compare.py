@@ -94,32 +94,36 @@ def bootstrap_totals(blocks: Sequence[np.ndarray], resamples: int, seed: int) ->
 
 
 def question_bootstrap(conf: np.ndarray, correct: np.ndarray, bins: np.ndarray, n_bins: int, resamples: int, seed: int,
-                       chunk_cells: int = _CELLS_PER_CHUNK) -> tuple[np.ndarray, np.ndarray]:
+                       chunk_cells: int = 1_000_000) -> tuple[np.ndarray, np.ndarray]:
     """Accuracy and binned ECE of ``resamples`` question-level bootstrap draws, each draw
     ``integers(0, N, N)`` from one ``default_rng(seed)`` (the stream of a per-draw loop).
 
     ``acc_r = mean_j correct[i_rj]``; ``ECE_r = sum_b |H_rb - C_rb| / N`` with ``H_rb``/``C_rb``
     the hits/confidence summed over the draw's questions in bin ``b`` (``bins == -1``: in no bin).
-    Draws are made ``chunk_cells // N`` at a time, so memory is bounded whatever ``N``; within a
+    Draws are made ``chunk_cells // N`` at a time (1M cells: 8 MB temporaries, reused by the
+    allocator instead of page-faulted afresh per chunk), so memory is bounded whatever ``N``; within a
     cell the sums are taken in draw order, so the values are those of the one-shot version bit for bit."""
     n = len(conf)
     rng = np.random.default_rng(seed)
-    correct_f = np.asarray(correct, dtype=float)
     conf = np.asarray(conf, dtype=float)
-    cell_of = np.where(bins >= 0, bins, n_bins).astype(np.intp)  # bin n_bins: a sink for questions in no bin
-    width = n_bins + 1
+    # one code per question: (bin, hit) cell, bin n_bins a sink for questions in no bin; hits are
+    # then counts (integers, exact), so only the confidence needs a weighted sum
+    width = 2 * (n_bins + 1)
+    cell_of = (2 * np.where(bins >= 0, bins, n_bins) + np.asarray(correct, dtype=bool)).astype(np.intp)
     per_chunk = max(1, chunk_cells // max(n, 1))
     acc, ece = np.empty(resamples), np.empty(resamples)
     for done in range(0, resamples, per_chunk):
         b = min(per_chunk, resamples - done)
         idx = rng.integers(0, n, (b, n))
-        hit = correct_f[idx]
-        acc[done: done + b] = hit.mean(axis=1)
         cell = cell_of[idx]
         cell += (np.arange(b, dtype=np.intp) * width)[:, None]
-        hits = np.bincount(cell.ravel(), weights=hit.ravel(), minlength=b * width)
-        confs = np.bincount(cell.ravel(), weights=conf[idx].ravel(), minlength=b * width)
-        ece[done: done + b] = np.abs(hits - confs).reshape(b, width)[:, :n_bins].sum(axis=1) / n
+        flat = cell.ravel()
+        counts = np.bincount(flat, minlength=b * width).reshape(b, n_bins + 1, 2)
+        # confidence summed per (draw, bin) in draw order, as one bincount over (draw, bin) cells would
+        confs = np.bincount(flat >> 1, weights=conf[idx].ravel(), minlength=b * (n_bins + 1)).reshape(b, n_bins + 1)
+        hits = counts[:, :, 1].astype(float)
+        acc[done: done + b] = hits.sum(axis=1) / n
+        ece[done: done + b] = np.abs(hits - confs)[:, :n_bins].sum(axis=1) / n
     return acc, ece
 
 
