@@ -23,6 +23,9 @@ repeated keys). Then, medians over ``--repeats``:
   bootstrap intervals, risk-coverage, the family's reference report (zh-decision-bench's: the
   reference-protocol groups and upstream's per-group question bootstrap), the report and the
   per-question records;
+- ``part: ...``: the node's parts timed one by one on the same inputs: validation (the question
+  table), the overall metrics (together: what the baseline computes), every slice, the bootstrap
+  intervals, risk-coverage, the family's report;
 - ``questions save``: writing the per-question records (``questions.jsonl``);
 - ``log read (json.loads)``: the straightforward reading of the log, a dict per line;
 - ``side by side``: the score node and a straightforward scorer alternate ``--repeats`` times in
@@ -58,12 +61,15 @@ from pathlib import Path
 
 import numpy as np
 
+from jevkedro.nodes import metrics as M
 from jevkedro.nodes import steps
 from jevkedro.nodes.infer import PredictionLog
 from jevkedro.nodes.layout import cache_path
+from jevkedro.nodes.report import generic_metrics, interval_summary, resampling_units, selective_summary
 from jevkedro.nodes.snapshot import PreparedView, commit_dataset, load_snapshot, verify_snapshot_bytes
-from jevkedro.nodes.validate import judge_request, question_records
+from jevkedro.nodes.validate import build_question_table, judge_request, question_records
 from jevkedro.protocol import SnapshotRow, Target
+from jevkedro.registry import family_of
 
 VIEW = "zh_decision_bench"
 DOMAINS = [f"domain-{i:02d}" for i in range(43)]
@@ -259,6 +265,16 @@ def score(work: Path, repeats: int) -> dict:
     stage("log open", lambda: PredictionLog(log_path), repeats, res)
     plog = PredictionLog(log_path)  # opened (every line checked, indexed) once, as the run's dataset does
     report, official, qrecords = stage("score node", lambda: steps.score(snapshot, plog, model), repeats, res)
+    # the node's parts, one stage each: what the baseline also does (validation, overall metrics), then the rest
+    table = stage("part: validation", lambda: build_question_table(snapshot, plog.records), repeats, res)
+    stage("part: overall metrics", lambda: M.summarize_table(table), repeats, res)
+    stage("part: every slice", lambda: generic_metrics(table), repeats, res)
+    units, unit_name = resampling_units(snapshot, table)
+    stage("part: intervals", lambda: interval_summary(table, units, unit_name), repeats, res)
+    stage("part: risk-coverage", lambda: selective_summary(table), repeats, res)
+    module = family_of(VIEW).module()
+    stage("part: family report", lambda: module.evaluate(snapshot, table, plog.records), repeats, res)
+    table = None
     stage("questions save", lambda: (work / "questions.jsonl").write_bytes(question_records(qrecords.table).jsonl()),
           repeats, res)
     qrecords = None  # not kept alive through the side-by-side runs
@@ -326,18 +342,21 @@ def main() -> None:
         nq, nr = res["questions"], res["requests"]
         print(f"\n{nq:,} questions, {nr:,} requests (log {res['log_bytes'] / 1e6:.0f} MB, TSV {res['tsv_bytes'] / 1e6:.0f} MB), "
               f"medians of {args.repeats}; {res['slices']} slice groups; statuses {res['coverage']}")
-        print(f"  {'stage':<16}{'median s':>10}{'s / 1M q':>10}{'peak RSS MiB':>14}{'added B/request':>17}")
+        print(f"  {'stage':<24}{'median s':>10}{'s / 1M q':>10}{'peak RSS MiB':>14}{'added B/request':>17}")
         for name, st in res.items():
             if not isinstance(st, dict) or "median_s" not in st:
                 continue
             added = max(st["peak_kb"] - st["start_kb"], 0) * 1024 / nr
-            print(f"  {name:<16}{st['median_s']:>10.3f}{st['median_s'] / nq * 1e6:>10.2f}"
+            print(f"  {name:<24}{st['median_s']:>10.3f}{st['median_s'] / nq * 1e6:>10.2f}"
                   f"{st['peak_kb'] / 1024:>14.0f}{added:>17.0f}")
         side = res["side by side"]
         read_s, open_s = res["log read (json.loads)"]["median_s"], res["log open"]["median_s"]
         print(f"  side by side, {args.repeats} alternating runs: score node {statistics.median(side['node_s']):.3f} s, "
               f"baseline over parsed records {statistics.median(side['baseline_s']):.3f} s; baseline / score node "
               f"{side['ratio']:.2f}x (median of the runs' ratios); overall metrics equal to {res['max_abs_diff']:.1e}")
+        same = res["part: validation"]["median_s"] + res["part: overall metrics"]["median_s"]
+        print(f"  validation + overall metrics (what the baseline computes) {same:.3f} s: baseline / that "
+              f"{statistics.median(side['baseline_s']) / same:.2f}x")
         print(f"  reading the log: json.loads per line {read_s:.3f} s, PredictionLog open {open_s:.3f} s "
               f"({read_s / open_s:.1f}x); (read + baseline) / (open + score node) "
               f"{(read_s + statistics.median(side['baseline_s'])) / (open_s + statistics.median(side['node_s'])):.2f}x")
