@@ -248,3 +248,14 @@ def test_question_bootstrap_in_chunks_equals_the_one_shot_draws_bit_for_bit():
         got_acc, got_ece = C.question_bootstrap(conf, correct, bins, 15, 50, 42, chunk_cells=chunk_cells)
         assert np.array_equal(got_acc, acc)
         assert np.array_equal(got_ece, ece)
+
+
+def test_headline_unit_totals_equal_the_segment_sums_of_the_per_question_block():
+    rng = np.random.default_rng(5)
+    n = 400
+    t = terms(rng.uniform(size=n) < 0.6, conf=rng.uniform(0.3, 1.0, n).round(2), valid=rng.uniform(size=n) < 0.9,
+              rid=np.array([f"r{i // 3:03d}" for i in rng.permutation(n)], dtype=object))
+    codes, G = C.unit_codes(t.request_id)
+    expected = C.unit_totals(codes, G, C._headline_block(t, t.hard, t.prob, t.ece_rows))
+    got = C._headline_unit_totals(t, codes, G)
+    assert np.abs(got - expected).max() < 1e-12, np.abs(got - expected).max()

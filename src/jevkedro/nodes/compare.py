@@ -195,6 +195,22 @@ def _headline_block(t: Terms, acc_rows: np.ndarray, prob_rows: np.ndarray, ece_r
     ]).astype(float)
 
 
+def _headline_unit_totals(t: Terms, codes: np.ndarray, G: int, bins: int = M.ECE_BINS) -> np.ndarray:
+    """``unit_totals(codes, G, _headline_block(t, t.hard, t.prob, t.ece_rows))`` without the
+    ``(N, 6 + bins)`` per-question block and its sorted copy (about 0.3 GB at 460,000 questions):
+    one ``bincount`` per column, the bins' columns as one over (unit, bin) cells; equal to the
+    block's segment sums up to rounding (summation order)."""
+    out = np.zeros((G, 6 + bins))
+    if not len(codes):
+        return out
+    for j, col in enumerate(((t.correct & t.hard), t.hard, np.where(t.prob, t.nll, 0.0), np.where(t.prob, t.brier, 0.0), t.prob)):
+        out[:, j] = np.bincount(codes, weights=np.asarray(col, dtype=float), minlength=G)
+    gap = np.where(t.ece_rows, t.correct.astype(float) - t.conf, 0.0)
+    out[:, 5:5 + bins] = np.bincount(codes * bins + t.bin, weights=gap, minlength=G * bins).reshape(G, bins)
+    out[:, 5 + bins] = np.bincount(codes, weights=t.ece_rows.astype(float), minlength=G)
+    return out
+
+
 def _headline_of(tot: np.ndarray, bins: int = M.ECE_BINS) -> dict[str, np.ndarray]:
     """Headline metrics from totals of :func:`_headline_block` columns (rows: resamples)."""
     tot = np.atleast_2d(tot)
@@ -211,7 +227,7 @@ def headline_intervals(t: Terms, units: np.ndarray | None = None, resamples: int
     """Percentile-bootstrap intervals of accuracy, NLL, Brier and ECE over the whole view,
     resampling whole units (``units``: one key per question; default its request id)."""
     codes, G = unit_codes(t.request_id if units is None else units)
-    block = unit_totals(codes, G, _headline_block(t, t.hard, t.prob, t.ece_rows))
+    block = _headline_unit_totals(t, codes, G)
     (boot,) = bootstrap_totals([block], resamples, seed) if G else [np.zeros((0, block.shape[1]))]
     values = _headline_of(boot)
     return {name: list(percentile_interval(values[name], level)) for name in HEADLINE}
@@ -287,7 +303,7 @@ def report_intervals(t: Terms, slices: Mapping[str, np.ndarray], units: np.ndarr
         return {name: [None, None] for name in HEADLINE}, {}
     codes, G = unit_codes(t.request_id if units is None else units)
     member, keys = _slice_members(t, slices, max_values)
-    head_block = unit_totals(codes, G, _headline_block(t, t.hard, t.prob, t.ece_rows))
+    head_block = _headline_unit_totals(t, codes, G)
     slice_block = _slice_unit_totals(t, member, len(keys), codes, G)
     boot_head, boot_slices = bootstrap_totals([head_block, slice_block], resamples, seed)
     values = _headline_of(boot_head)
