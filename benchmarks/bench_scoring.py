@@ -17,15 +17,26 @@ repeated keys). Then, medians over ``--repeats``:
   and compacted into snapshot order;
 - ``load cold`` / ``load warm``: ``load_snapshot`` + ``verify_snapshot_bytes`` without and with
   the layout cache; ``sha256sum`` of the TSV in the same run (the ideal for the hashing part);
-- ``score node``: ``steps.score(snapshot, PredictionLog(path), model)`` on a loaded snapshot,
-  from the log on disk: validation, generic metrics with every slice, the reference report,
-  the report and the per-question records;
+- ``log open``: ``PredictionLog(path)`` (every line checked, indexed), as the run's dataset loads it;
+- ``score node``: ``steps.score(snapshot, plog, model)`` on a loaded snapshot and an opened log
+  (records decoded from the log's bytes): validation, generic metrics with every slice, the
+  bootstrap intervals, risk-coverage, the family's reference report (zh-decision-bench's: the
+  reference-protocol groups and upstream's per-group question bootstrap), the report and the
+  per-question records;
+- ``part: ...``: the node's parts timed one by one on the same inputs: validation (the question
+  table), the overall metrics (together: what the baseline computes), every slice, the bootstrap
+  intervals, risk-coverage, the family's report;
 - ``questions save``: writing the per-question records (``questions.jsonl``);
+- ``log read (json.loads)``: the straightforward reading of the log, a dict per line;
 - ``side by side``: the score node and a straightforward scorer alternate ``--repeats`` times in
-  the same process: the same log read with ``json.loads`` line by line, every question validated
-  by the reference rules (``judge_request``) and accuracy/NLL/Brier/ECE accumulated one question
-  at a time (its rows decoded before the clock starts); its values must equal the node's overall
-  metrics to 1e-9. The ratio is the median of the runs' ratios.
+  the same process; the scorer gets the records already parsed (``json.loads``, before its clock
+  starts), validates every question by the reference rules (``judge_request``) and accumulates
+  accuracy/NLL/Brier/ECE one question at a time; its values must equal the node's overall metrics
+  to 1e-9. The ratio is the median of the runs' ratios; the reading is compared separately
+  (``json.loads`` per line against ``log open``).
+
+With ``BENCH_SCORING_PROFILE=FILE`` one more run of the score node is profiled (cProfile, pstats
+written to FILE: ``python -m pstats FILE``).
 
 Each size runs in three fresh processes (writing the inputs; log write/compact; load and score),
 so the memory figures of a stage are not those of the data generator. Per stage it prints the
@@ -50,12 +61,15 @@ from pathlib import Path
 
 import numpy as np
 
+from jevkedro.nodes import metrics as M
 from jevkedro.nodes import steps
 from jevkedro.nodes.infer import PredictionLog
 from jevkedro.nodes.layout import cache_path
+from jevkedro.nodes.report import generic_metrics, interval_summary, resampling_units, selective_summary
 from jevkedro.nodes.snapshot import PreparedView, commit_dataset, load_snapshot, verify_snapshot_bytes
-from jevkedro.nodes.validate import judge_request, question_records
+from jevkedro.nodes.validate import build_question_table, judge_request, question_records
 from jevkedro.protocol import SnapshotRow, Target
+from jevkedro.registry import family_of
 
 VIEW = "zh_decision_bench"
 DOMAINS = [f"domain-{i:02d}" for i in range(43)]
@@ -131,13 +145,18 @@ def adversarial(rng: random.Random, qtype: str, keys: list[str], answer: dict) -
     return {"type": qtype, "probabilities": probs}
 
 
-def baseline(snapshot, log_path: Path) -> dict:
-    """Straightforward scoring: per line, per question, in plain Python."""
+def read_records(log_path: Path) -> dict:
+    """The log read the straightforward way: ``json.loads`` of every line into a dict."""
     records = {}
     with open(log_path, "rb") as fh:
         for line in fh:
             rec = json.loads(line)
             records[rec["request_id"]] = rec
+    return records
+
+
+def baseline(snapshot, records: dict) -> dict:
+    """Straightforward scoring of parsed records: per question, in plain Python."""
     n_hard = hits = n_prob = 0
     nll = brier = 0.0
     bins_n, bins_conf, bins_hit = [0] * 15, [0.0] * 15, [0.0] * 15
@@ -243,22 +262,41 @@ def score(work: Path, repeats: int) -> dict:
           before=lambda: cache_path(tsv).unlink(missing_ok=True))
     snapshot = stage("load warm", lambda: verify_snapshot_bytes(load_snapshot(work / "snap", VIEW)), repeats, res)
     model = {"name": "bench", "adapter": "replay"}
-    report, official, qrecords = stage("score node", lambda: steps.score(snapshot, PredictionLog(log_path), model),
-                                       repeats, res)
+    stage("log open", lambda: PredictionLog(log_path), repeats, res)
+    plog = PredictionLog(log_path)  # opened (every line checked, indexed) once, as the run's dataset does
+    report, official, qrecords = stage("score node", lambda: steps.score(snapshot, plog, model), repeats, res)
+    # the node's parts, one stage each: what the baseline also does (validation, overall metrics), then the rest
+    table = stage("part: validation", lambda: build_question_table(snapshot, plog.records), repeats, res)
+    stage("part: overall metrics", lambda: M.summarize_table(table), repeats, res)
+    stage("part: every slice", lambda: generic_metrics(table), repeats, res)
+    units, unit_name = resampling_units(snapshot, table)
+    stage("part: intervals", lambda: interval_summary(table, units, unit_name), repeats, res)
+    stage("part: risk-coverage", lambda: selective_summary(table), repeats, res)
+    module = family_of(VIEW).module()
+    stage("part: family report", lambda: module.evaluate(snapshot, table, plog.records), repeats, res)
+    table = None
     stage("questions save", lambda: (work / "questions.jsonl").write_bytes(question_records(qrecords.table).jsonl()),
           repeats, res)
     qrecords = None  # not kept alive through the side-by-side runs
+    if os.environ.get("BENCH_SCORING_PROFILE"):  # one profiled run of the score node, written as pstats
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.runcall(steps.score, snapshot, plog, model)
+        prof.dump_stats(os.environ["BENCH_SCORING_PROFILE"])
     # side by side: the score node and the baseline alternate, so a slower phase of a shared machine
-    # falls on both; the baseline's rows are decoded before its clock starts
+    # falls on both; the baseline's snapshot rows are decoded and its records parsed before its clock starts
     rows_snapshot = load_snapshot(work / "snap", VIEW)
     list(rows_snapshot.rows)
+    stage("log read (json.loads)", lambda: read_records(log_path), repeats, res)
+    records = read_records(log_path)
     node_s, base_s = [], []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        steps.score(snapshot, PredictionLog(log_path), model)
+        steps.score(snapshot, plog, model)
         node_s.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        base = baseline(rows_snapshot, log_path)
+        base = baseline(rows_snapshot, records)
         base_s.append(time.perf_counter() - t0)
     res["side by side"] = {"node_s": node_s, "baseline_s": base_s,
                            "ratio": statistics.median(b / n for b, n in zip(base_s, node_s))}
@@ -304,17 +342,24 @@ def main() -> None:
         nq, nr = res["questions"], res["requests"]
         print(f"\n{nq:,} questions, {nr:,} requests (log {res['log_bytes'] / 1e6:.0f} MB, TSV {res['tsv_bytes'] / 1e6:.0f} MB), "
               f"medians of {args.repeats}; {res['slices']} slice groups; statuses {res['coverage']}")
-        print(f"  {'stage':<16}{'median s':>10}{'s / 1M q':>10}{'peak RSS MiB':>14}{'added B/request':>17}")
+        print(f"  {'stage':<24}{'median s':>10}{'s / 1M q':>10}{'peak RSS MiB':>14}{'added B/request':>17}")
         for name, st in res.items():
             if not isinstance(st, dict) or "median_s" not in st:
                 continue
             added = max(st["peak_kb"] - st["start_kb"], 0) * 1024 / nr
-            print(f"  {name:<16}{st['median_s']:>10.3f}{st['median_s'] / nq * 1e6:>10.2f}"
+            print(f"  {name:<24}{st['median_s']:>10.3f}{st['median_s'] / nq * 1e6:>10.2f}"
                   f"{st['peak_kb'] / 1024:>14.0f}{added:>17.0f}")
         side = res["side by side"]
+        read_s, open_s = res["log read (json.loads)"]["median_s"], res["log open"]["median_s"]
         print(f"  side by side, {args.repeats} alternating runs: score node {statistics.median(side['node_s']):.3f} s, "
-              f"baseline {statistics.median(side['baseline_s']):.3f} s; baseline / score node {side['ratio']:.1f}x "
-              f"(median of the runs' ratios); overall metrics equal to {res['max_abs_diff']:.1e}")
+              f"baseline over parsed records {statistics.median(side['baseline_s']):.3f} s; baseline / score node "
+              f"{side['ratio']:.2f}x (median of the runs' ratios); overall metrics equal to {res['max_abs_diff']:.1e}")
+        same = res["part: validation"]["median_s"] + res["part: overall metrics"]["median_s"]
+        print(f"  validation + overall metrics (what the baseline computes) {same:.3f} s: baseline / that "
+              f"{statistics.median(side['baseline_s']) / same:.2f}x")
+        print(f"  reading the log: json.loads per line {read_s:.3f} s, PredictionLog open {open_s:.3f} s "
+              f"({read_s / open_s:.1f}x); (read + baseline) / (open + score node) "
+              f"{(read_s + statistics.median(side['baseline_s'])) / (open_s + statistics.median(side['node_s'])):.2f}x")
         print(f"  load warm / sha256sum: {res['load warm']['median_s'] / res['sha256sum']['median_s']:.2f}x")
 
 

@@ -230,3 +230,32 @@ def test_auroc_is_the_probability_a_positive_outranks_a_negative(rows):
     pos, neg = s[y], s[~y]
     brute = ((pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()) / (len(pos) * len(neg))
     assert value == pytest.approx(brute)
+
+
+def test_question_bootstrap_in_chunks_equals_the_one_shot_draws_bit_for_bit():
+    rng = np.random.default_rng(3)
+    n = 301
+    conf = rng.uniform(0.0, 1.0, n).round(2)  # rounded: some on bin edges, some 0 (in no right-closed bin)
+    conf[:5] = 0.0
+    correct = rng.uniform(size=n) < conf
+    bins = M.bin_index(conf, 15, right_closed=True)
+    # the one-shot version: every draw at once, one (draw, bin) cell per drawn question
+    idx = np.random.default_rng(42).integers(0, n, (50, n))
+    acc = correct[idx].mean(axis=1)
+    draw = np.repeat(np.arange(50), n)
+    ece = M.binned_gaps(draw, 50, bins[idx].ravel(), conf[idx].ravel(), correct[idx].ravel(), 15) / n
+    for chunk_cells in (1, n * 7, 10 ** 9):
+        got_acc, got_ece = C.question_bootstrap(conf, correct, bins, 15, 50, 42, chunk_cells=chunk_cells)
+        assert np.array_equal(got_acc, acc)
+        assert np.array_equal(got_ece, ece)
+
+
+def test_headline_unit_totals_equal_the_segment_sums_of_the_per_question_block():
+    rng = np.random.default_rng(5)
+    n = 400
+    t = terms(rng.uniform(size=n) < 0.6, conf=rng.uniform(0.3, 1.0, n).round(2), valid=rng.uniform(size=n) < 0.9,
+              rid=np.array([f"r{i // 3:03d}" for i in rng.permutation(n)], dtype=object))
+    codes, G = C.unit_codes(t.request_id)
+    expected = C.unit_totals(codes, G, C._headline_block(t, t.hard, t.prob, t.ece_rows))
+    got = C._headline_unit_totals(t, codes, G)
+    assert np.abs(got - expected).max() < 1e-12, np.abs(got - expected).max()

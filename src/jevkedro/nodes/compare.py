@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import sparse
 from scipy.stats import binomtest, rankdata
 
 from jevkedro.nodes import metrics as M
@@ -81,10 +82,49 @@ def bootstrap_totals(blocks: Sequence[np.ndarray], resamples: int, seed: int) ->
     same resamples. Each block gets its own product, so equal blocks give bit-identical totals."""
     n_units = blocks[0].shape[0]
     out: list[list[np.ndarray]] = [[] for _ in blocks]
+    # (block^T W^T)^T: both operands as BLAS reads them without a copy (W @ block, a long inner
+    # dimension and few resamples, is many times slower in OpenBLAS); a sparse block (scipy) costs
+    # its entries times the resamples
+    columns = [block.T.tocsr() if sparse.issparse(block) else np.ascontiguousarray(np.asarray(block, dtype=float).T)
+               for block in blocks]
     for W in resample_counts(n_units, resamples, seed):
-        for k, block in enumerate(blocks):
-            out[k].append(W @ block)
+        for k, cols in enumerate(columns):
+            out[k].append(np.asarray(cols @ W.T).T)
     return [np.vstack(parts) if parts else np.zeros((0, b.shape[1])) for parts, b in zip(out, blocks)]
+
+
+def question_bootstrap(conf: np.ndarray, correct: np.ndarray, bins: np.ndarray, n_bins: int, resamples: int, seed: int,
+                       chunk_cells: int = 1_000_000) -> tuple[np.ndarray, np.ndarray]:
+    """Accuracy and binned ECE of ``resamples`` question-level bootstrap draws, each draw
+    ``integers(0, N, N)`` from one ``default_rng(seed)`` (the stream of a per-draw loop).
+
+    ``acc_r = mean_j correct[i_rj]``; ``ECE_r = sum_b |H_rb - C_rb| / N`` with ``H_rb``/``C_rb``
+    the hits/confidence summed over the draw's questions in bin ``b`` (``bins == -1``: in no bin).
+    Draws are made ``chunk_cells // N`` at a time (1M cells: 8 MB temporaries, reused by the
+    allocator instead of page-faulted afresh per chunk), so memory is bounded whatever ``N``; within a
+    cell the sums are taken in draw order, so the values are those of the one-shot version bit for bit."""
+    n = len(conf)
+    rng = np.random.default_rng(seed)
+    conf = np.asarray(conf, dtype=float)
+    # one code per question: (bin, hit) cell, bin n_bins a sink for questions in no bin; hits are
+    # then counts (integers, exact), so only the confidence needs a weighted sum
+    width = 2 * (n_bins + 1)
+    cell_of = (2 * np.where(bins >= 0, bins, n_bins) + np.asarray(correct, dtype=bool)).astype(np.intp)
+    per_chunk = max(1, chunk_cells // max(n, 1))
+    acc, ece = np.empty(resamples), np.empty(resamples)
+    for done in range(0, resamples, per_chunk):
+        b = min(per_chunk, resamples - done)
+        idx = rng.integers(0, n, (b, n))
+        cell = cell_of[idx]
+        cell += (np.arange(b, dtype=np.intp) * width)[:, None]
+        flat = cell.ravel()
+        counts = np.bincount(flat, minlength=b * width).reshape(b, n_bins + 1, 2)
+        # confidence summed per (draw, bin) in draw order, as one bincount over (draw, bin) cells would
+        confs = np.bincount(flat >> 1, weights=conf[idx].ravel(), minlength=b * (n_bins + 1)).reshape(b, n_bins + 1)
+        hits = counts[:, :, 1].astype(float)
+        acc[done: done + b] = hits.sum(axis=1) / n
+        ece[done: done + b] = np.abs(hits - confs)[:, :n_bins].sum(axis=1) / n
+    return acc, ece
 
 
 def percentile_interval(values: np.ndarray, level: float = LEVEL) -> tuple[float | None, float | None]:
@@ -155,6 +195,22 @@ def _headline_block(t: Terms, acc_rows: np.ndarray, prob_rows: np.ndarray, ece_r
     ]).astype(float)
 
 
+def _headline_unit_totals(t: Terms, codes: np.ndarray, G: int, bins: int = M.ECE_BINS) -> np.ndarray:
+    """``unit_totals(codes, G, _headline_block(t, t.hard, t.prob, t.ece_rows))`` without the
+    ``(N, 6 + bins)`` per-question block and its sorted copy (about 0.3 GB at 460,000 questions):
+    one ``bincount`` per column, the bins' columns as one over (unit, bin) cells; equal to the
+    block's segment sums up to rounding (summation order)."""
+    out = np.zeros((G, 6 + bins))
+    if not len(codes):
+        return out
+    for j, col in enumerate(((t.correct & t.hard), t.hard, np.where(t.prob, t.nll, 0.0), np.where(t.prob, t.brier, 0.0), t.prob)):
+        out[:, j] = np.bincount(codes, weights=np.asarray(col, dtype=float), minlength=G)
+    gap = np.where(t.ece_rows, t.correct.astype(float) - t.conf, 0.0)
+    out[:, 5:5 + bins] = np.bincount(codes * bins + t.bin, weights=gap, minlength=G * bins).reshape(G, bins)
+    out[:, 5 + bins] = np.bincount(codes, weights=t.ece_rows.astype(float), minlength=G)
+    return out
+
+
 def _headline_of(tot: np.ndarray, bins: int = M.ECE_BINS) -> dict[str, np.ndarray]:
     """Headline metrics from totals of :func:`_headline_block` columns (rows: resamples)."""
     tot = np.atleast_2d(tot)
@@ -171,40 +227,56 @@ def headline_intervals(t: Terms, units: np.ndarray | None = None, resamples: int
     """Percentile-bootstrap intervals of accuracy, NLL, Brier and ECE over the whole view,
     resampling whole units (``units``: one key per question; default its request id)."""
     codes, G = unit_codes(t.request_id if units is None else units)
-    block = unit_totals(codes, G, _headline_block(t, t.hard, t.prob, t.ece_rows))
+    block = _headline_unit_totals(t, codes, G)
     (boot,) = bootstrap_totals([block], resamples, seed) if G else [np.zeros((0, block.shape[1]))]
     values = _headline_of(boot)
     return {name: list(percentile_interval(values[name], level)) for name in HEADLINE}
 
 
 def _slice_members(t: Terms, slices: Mapping[str, np.ndarray], max_values: int) -> tuple[np.ndarray, list[tuple[str, str]]]:
-    """``(N, k)`` membership of each question in each slice value, for slices of at most ``max_values`` values."""
-    members, keys = [], []
+    """``(N, s)`` column of each question's value in each slice of at most ``max_values`` values,
+    as an index into ``keys`` (the ``(slice, value)`` pairs, in slice order then sorted values)."""
+    columns, keys = [], []
     for name, column in slices.items():
         values, vcodes = np.unique(np.asarray(column, dtype=object).astype(str), return_inverse=True)
         if len(values) > max_values:
             continue
-        member = np.zeros((len(t), len(values)), dtype=bool)
-        member[np.arange(len(t)), vcodes] = True
-        members.append(member)
+        columns.append(vcodes.astype(np.intp) + len(keys))
         keys += [(name, str(v)) for v in values]
-    return (np.hstack(members) if members else np.zeros((len(t), 0), dtype=bool)), keys
+    return (np.column_stack(columns) if columns else np.zeros((len(t), 0), dtype=np.intp)), keys
+
+
+def _slice_unit_totals(t: Terms, member: np.ndarray, n_keys: int, codes: np.ndarray, G: int) -> sparse.csr_matrix:
+    """Sparse ``(G, 2k)`` unit totals of hits (columns ``0..k-1``) and hard-label questions
+    (``k..2k-1``) per slice value: a unit has entries only for the values its questions take, so
+    the block is O(N x slices), not O(units x values) (duplicate entries are summed)."""
+    n, s = member.shape
+    hard = np.flatnonzero(t.hard)
+    unit = np.repeat(codes[hard], s)
+    value = member[hard].ravel()
+    hit = np.repeat(t.correct[hard].astype(float), s)
+    rows = np.concatenate([unit, unit])
+    cols = np.concatenate([value, value + n_keys])
+    data = np.concatenate([hit, np.ones(len(value))])
+    return sparse.coo_matrix((data, (rows, cols)), shape=(G, 2 * n_keys)).tocsr()
 
 
 def _slice_results(t: Terms, member: np.ndarray, keys: list[tuple[str, str]], boot: np.ndarray,
                    level: float) -> dict[str, dict[str, Any]]:
-    hard = member & t.hard[:, None]
     k = len(keys)
     acc_boot = _ratio(boot[:, :k], boot[:, k:])
     out: dict[str, dict[str, Any]] = {}
+    column = {name: c for c, name in enumerate(dict.fromkeys(name for name, _ in keys))}
     for j, (name, value) in enumerate(keys):
         if value == "":
             continue
-        n_hard = int(hard[:, j].sum())
-        rows = member[:, j] & t.ece_rows
+        is_value = member[:, column[name]] == j
+        hard = is_value & t.hard
+        n_hard = int(hard.sum())
+        rows = is_value & t.ece_rows
         out.setdefault(name, {})[value] = {
             "n": n_hard,
-            "accuracy": float((hard[:, j] & t.correct).sum() / n_hard) if n_hard else None,
+            "accuracy": float((hard & t.correct).sum() / n_hard) if n_hard else None,
             "accuracy_ci": list(percentile_interval(acc_boot[:, j], level)),
             "mean_confidence": float(t.conf[rows].mean()) if rows.any() else None,
             "ece": M.ece(t.conf[rows], t.correct[rows]) if rows.any() else None,
@@ -231,9 +303,8 @@ def report_intervals(t: Terms, slices: Mapping[str, np.ndarray], units: np.ndarr
         return {name: [None, None] for name in HEADLINE}, {}
     codes, G = unit_codes(t.request_id if units is None else units)
     member, keys = _slice_members(t, slices, max_values)
-    hard = member & t.hard[:, None]
-    head_block = unit_totals(codes, G, _headline_block(t, t.hard, t.prob, t.ece_rows))
-    slice_block = unit_totals(codes, G, np.hstack([hard & t.correct[:, None], hard]))
+    head_block = _headline_unit_totals(t, codes, G)
+    slice_block = _slice_unit_totals(t, member, len(keys), codes, G)
     boot_head, boot_slices = bootstrap_totals([head_block, slice_block], resamples, seed)
     values = _headline_of(boot_head)
     head = {name: list(percentile_interval(values[name], level)) for name in HEADLINE}

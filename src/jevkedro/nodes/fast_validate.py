@@ -457,43 +457,6 @@ def _judge_probabilities(layout: QuestionLayout, g: np.ndarray, dicts: list[dict
             out.invalid(int(g2[j]), sum_reason(total_j, tol))
         decided[same[m[in_range]]] = True
     return decided
-    g2, K2 = g[same], K[same]
-    d2 = [dicts[i] for i in same.tolist()]
-    local = np.zeros(len(same) + 1, dtype=np.int64)
-    np.cumsum(K2, out=local[1:])
-    total = int(local[-1])
-    keys = np.array(list(chain.from_iterable(d2)), dtype=object)
-    vals = np.fromiter(chain.from_iterable(map(dict.values, d2)), dtype=float, count=total)
-    expect_at = np.repeat(layout.cand_start[g2] - local[:-1], K2) + np.arange(total)
-    mismatch = np.add.reduceat((keys != layout.cand_flat[expect_at]).astype(np.int64), local[:-1])
-    usable = mismatch == 0
-    for j in np.flatnonzero(~usable).tolist():  # same size, another order (or other keys)
-        d, cands = d2[j], layout.candidates_of(int(g2[j]))
-        remapped = [d.get(c) for c in cands]
-        if None not in remapped:
-            vals[local[j]: local[j + 1]] = remapped
-            usable[j] = True
-    # a choice answer naming its choice (or any choice entry of a list-shaped body) must name a candidate
-    is_choice = layout.qtype_code[g2] == 1
-    if is_choice.any():
-        for j in np.flatnonzero(is_choice & usable).tolist():
-            choice = _get_choice(answers[int(same[j])])
-            if (choice is not msgspec.UNSET or listq[same[j]]) and not (isinstance(choice, str) and choice in d2[j]):
-                usable[j] = False
-    for k in np.unique(K2[usable]).tolist():
-        m = np.flatnonzero(usable & (K2 == k))
-        V = vals[local[m][:, None] + np.arange(k)]
-        in_range = ((V >= 0.0) & (V <= 1.0)).all(axis=1)
-        sums = V.sum(axis=1)
-        off = np.abs(sums - 1.0) > tol + 1e-12
-        accept = in_range & ~off
-        ga = g2[m[accept]]
-        out.P[ga, :k] = V[accept] / renormalising_divisor(sums[accept])[:, None]
-        out.status[ga] = "ok"
-        for j, total_j in zip(m[in_range & off].tolist(), sums[in_range & off].tolist()):
-            out.invalid(int(g2[j]), sum_reason(total_j, tol))
-        decided[same[m[in_range]]] = True
-    return decided
 
 
 def _reference_questions(layout: QuestionLayout, rows: Sequence[SnapshotRow], g: np.ndarray, raw_of: dict[int, Any],

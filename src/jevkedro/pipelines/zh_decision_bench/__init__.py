@@ -128,14 +128,10 @@ UPSTREAM_RESAMPLES, UPSTREAM_SEED = 1000, 42
 
 def _upstream_bootstrap(conf: np.ndarray, correct: np.ndarray) -> dict[str, list[float]]:
     """Upstream's ``bootstrap_ci`` of accuracy and of the right-closed 15-bin ECE: per metric a
-    fresh ``default_rng(42)``, 1,000 draws of ``integers(0, N, N)`` (one call for all draws gives
+    fresh ``default_rng(42)``, 1,000 draws of ``integers(0, N, N)`` (draws made a chunk at a time give
     the same stream), ``np.percentile(stats, [2.5, 97.5])``."""
-    n = len(conf)
-    idx = np.random.default_rng(UPSTREAM_SEED).integers(0, n, (UPSTREAM_RESAMPLES, n))
-    acc = correct[idx].mean(axis=1)
     bins = M.bin_index(conf, 15, right_closed=True)  # (lo, hi]; a confidence of 0 is in no bin
-    draw = np.repeat(np.arange(UPSTREAM_RESAMPLES), n)  # each resample is a group of the ECE's cells
-    ece = M.binned_gaps(draw, UPSTREAM_RESAMPLES, bins[idx].ravel(), conf[idx].ravel(), correct[idx].ravel(), 15) / n
+    acc, ece = stats.question_bootstrap(conf, correct, bins, 15, UPSTREAM_RESAMPLES, UPSTREAM_SEED)
     return {"accuracy_ci": np.percentile(acc, [2.5, 97.5]).tolist(), "ece_ci": np.percentile(ece, [2.5, 97.5]).tolist()}
 
 
