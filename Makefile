@@ -30,7 +30,8 @@ run: setup
 	$(BIN)/python -m jevkedro.summary
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/mypy
 
 test: lint
 	$(BIN)/python -m pytest -q

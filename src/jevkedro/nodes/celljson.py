@@ -27,7 +27,7 @@ from __future__ import annotations
 import gc
 import math
 from collections.abc import Callable
-from json.encoder import c_make_encoder, encode_basestring
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]  # the C encoder json.dumps uses
 from typing import Any
 
 import msgspec

@@ -85,8 +85,8 @@ def bootstrap_totals(blocks: Sequence[np.ndarray], resamples: int, seed: int) ->
     # (block^T W^T)^T: both operands as BLAS reads them without a copy (W @ block, a long inner
     # dimension and few resamples, is many times slower in OpenBLAS); a sparse block (scipy) costs
     # its entries times the resamples
-    columns = [block.T.tocsr() if sparse.issparse(block) else np.ascontiguousarray(np.asarray(block, dtype=float).T)
-               for block in blocks]
+    columns = [block.T.tocsr() if sparse.issparse(block)  # type: ignore[attr-defined]  # a scipy sparse matrix
+               else np.ascontiguousarray(np.asarray(block, dtype=float).T) for block in blocks]
     for W in resample_counts(n_units, resamples, seed):
         for k, cols in enumerate(columns):
             out[k].append(np.asarray(cols @ W.T).T)
@@ -236,7 +236,8 @@ def headline_intervals(t: Terms, units: np.ndarray | None = None, resamples: int
 def _slice_members(t: Terms, slices: Mapping[str, np.ndarray], max_values: int) -> tuple[np.ndarray, list[tuple[str, str]]]:
     """``(N, s)`` column of each question's value in each slice of at most ``max_values`` values,
     as an index into ``keys`` (the ``(slice, value)`` pairs, in slice order then sorted values)."""
-    columns, keys = [], []
+    columns: list[np.ndarray] = []
+    keys: list[tuple[str, str]] = []
     for name, column in slices.items():
         values, vcodes = np.unique(np.asarray(column, dtype=object).astype(str), return_inverse=True)
         if len(values) > max_values:
@@ -433,7 +434,7 @@ def macro_auroc(P: np.ndarray, labels: np.ndarray) -> float | None:
     if P.shape[1] == 2:
         return auroc(P[:, 1], labels == 1)
     per_class = [auroc(P[:, k], labels == k) for k in range(P.shape[1])]
-    return None if any(v is None for v in per_class) else float(np.mean(per_class))
+    return None if any(v is None for v in per_class) else float(np.mean([float(v) for v in per_class if v is not None]))
 
 
 def selective_auroc(conf: np.ndarray, correct: np.ndarray) -> float | None:
@@ -442,7 +443,7 @@ def selective_auroc(conf: np.ndarray, correct: np.ndarray) -> float | None:
     return auroc(conf, correct)
 
 
-def risk_coverage(conf: np.ndarray, correct: np.ndarray) -> dict[str, np.ndarray]:
+def risk_coverage(conf: np.ndarray, correct: np.ndarray) -> dict[str, Any]:
     """Selective prediction: answer only the ``k`` most confident questions (stable order for
     ties), abstain on the rest. ``coverage_k = k / n``, ``risk_k = wrong among the k / k``;
     ``aurc`` = mean risk over ``k = 1..n`` (the area under the risk–coverage curve)."""

@@ -243,7 +243,7 @@ def _judge_batch(layout: QuestionLayout, rows: Sequence[SnapshotRow], batch: lis
                  cols: RequestColumns, attempted: np.ndarray) -> None:
     position, q_start = layout.position, layout.q_start_list
     rids, recs, raws = (list(x) for x in zip(*batch))
-    rs = list(map(position.get, rids))
+    rs: list[Any] = list(map(position.get, rids))  # None for an id the snapshot lacks (set apart below)
     typed = all(map(_is_not_none, recs))
     generic = {} if typed else {i: _generic(raws[i]) for i, rec in enumerate(recs) if rec is None}
     # request-level columns, in the records' order
@@ -268,7 +268,7 @@ def _judge_batch(layout: QuestionLayout, rows: Sequence[SnapshotRow], batch: lis
         generic = {new_index[i]: v for i, v in generic.items() if i in new_index}
     if rs:
         attempted[rs] = [st is not None and st != "unattempted" for st in statuses]
-    bodies = [None if rec is None else _plain_body(rec) for rec in recs]
+    bodies: list[Any] = [None if rec is None else _plain_body(rec) for rec in recs]
     plain = [i for i, b in enumerate(bodies) if b is not None]
     fast_r = [rs[i] for i in plain]
     fast_raw = [raws[i] for i in plain]
@@ -451,7 +451,7 @@ def _judge_probabilities(layout: QuestionLayout, g: np.ndarray, dicts: list[dict
         off = np.abs(sums - 1.0) > tol + 1e-12
         accept = in_range & ~off
         ga = g2[m[accept]]
-        out.P[ga, :k] = V[accept] / renormalising_divisor(sums[accept])[:, None]
+        out.P[ga, :k] = V[accept] / np.asarray(renormalising_divisor(sums[accept]))[:, None]
         out.status[ga] = "ok"
         for j, total_j in zip(m[in_range & off].tolist(), sums[in_range & off].tolist()):
             out.invalid(int(g2[j]), sum_reason(total_j, tol))

@@ -245,11 +245,13 @@ class PredictionLog:
                 lines.pop()  # after the last newline
                 fields = self._block_fields(lines, first)
                 lengths = [len(line) + 1 for line in lines]  # with its newline
-                starts = accumulate(lengths, initial=offset)
+                starts: Iterable[int] = accumulate(lengths, initial=offset)
                 if None in fields:  # blank lines: not indexed
                     keep = [i for i, f in enumerate(fields) if f is not None]
-                    starts = list(starts)
-                    fields, lengths, starts = ([x[i] for i in keep] for x in (fields, lengths, starts))
+                    all_starts = list(starts)
+                    fields = [fields[i] for i in keep]
+                    lengths = [lengths[i] for i in keep]
+                    starts = [all_starts[i] for i in keep]
                 statuses = [shared.setdefault(v, v) for v in map(_get_status, fields)]
                 shas = [shared.setdefault(v, v) for v in map(_get_sha, fields)]
                 idents = [shared.setdefault(v, v) if isinstance(v, str) else None for v in map(_get_identity, fields)]
@@ -341,7 +343,7 @@ class PredictionLog:
         do) a log whose records were stamped by another identity than ``run.json`` names, or whose
         ``run.json`` is missing."""
         meta = self.meta()
-        stamps = self.identities() - {None}
+        stamps = {s for s in self.identities() if s is not None}
         if not stamps:
             return meta
         fix = (f"run the view's inference again (its infer node) with the settings you mean: it reuses the "
@@ -425,6 +427,7 @@ class PredictionLog:
             for a, b in zip(bounds, bounds[1:]):
                 if a == b:
                     continue
+                assert src is not None  # a non-empty run: there are kept lines to copy
                 size = offsets[b] - offsets[a]
                 data = os.pread(src.fileno(), size, old_starts[a])
                 if len(data) != size or not data.endswith(b"\n"):
@@ -776,6 +779,7 @@ class _Collector:
             self.unattempted(o.rid, f"run stopped: {o.stop}", o.stop.http_status)
             return
         result = o.result
+        assert result is not None  # an outcome that did not stop the run has a result
         timed = result.status == "ok" and self.adapter.measures_latency
         first = timed and not self.first_state["taken"]
         self.first_state["taken"] = self.first_state["taken"] or timed
@@ -867,10 +871,12 @@ def summarize(entries: Iterable[LogEntry]) -> dict[str, Any]:
     counts: dict[str, int] = {}
     costs: list[float | None] = []
     for e in entries:
-        counts[e.status] = counts.get(e.status, 0) + 1
+        status = e.status if e.status is not None else "unattempted"  # as validation judges it
+        counts[status] = counts.get(status, 0) + 1
         if e.status == "ok":
             costs.append(e.cost_usd)
-    total = None if not costs or any(c is None for c in costs) else float(sum(costs))
+    known = [c for c in costs if c is not None]
+    total = float(sum(known)) if costs and len(known) == len(costs) else None
     return {"statuses": counts, "cost_usd": total}
 
 
@@ -900,7 +906,7 @@ def _start_log(plog: PredictionLog, adapter: Adapter, identity: dict[str, Any]) 
     it aside (never reuse another identity's answers, never silently drop them)."""
     digest = identity_digest(identity)
     previous = plog.meta()
-    vouched = bool(previous) and previous.get("identity") == identity  # run.json written for this identity
+    vouched = bool(previous) and (previous or {}).get("identity") == identity  # run.json written for this identity
     stamps = plog.identities()
     foreign = {d for d in stamps if d is not None and d != digest}
     if not adapter.resumable:

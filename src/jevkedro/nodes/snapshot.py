@@ -36,7 +36,7 @@ from jevkedro import __version__
 from jevkedro.nodes.celljson import CellEncoder, exact_encoder
 from jevkedro.nodes.gcpause import gc_paused
 from jevkedro.nodes.jsonparse import JSONTextError, describe_path, parse_json
-from jevkedro.nodes.layout import load_layout, save_layout
+from jevkedro.nodes.layout import QuestionLayout, load_layout, save_layout
 from jevkedro.nodes.validate import level_names_of
 from jevkedro.protocol import SnapshotRow, Target
 
@@ -406,7 +406,8 @@ class Snapshot:
     def requests(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """What the model may see, and nothing else."""
         if isinstance(self.rows, SnapshotRows):
-            yield from self.rows.requests()
+            # LazyRequest: read-only, decoded on first use; adapters only read a request
+            yield from self.rows.requests()  # type: ignore[misc]
             return
         for row in self.rows:
             yield row.request_id, row.request
@@ -513,7 +514,7 @@ class _AnyObject(msgspec.Struct):
     """Decodes (and so checks) a JSON object while keeping none of it."""
 
 
-_SHAPE_DECODERS = {
+_SHAPE_DECODERS: dict[str, msgspec.json.Decoder] = {
     "request": msgspec.json.Decoder(_RequestShape),
     "candidates": _CELL_DECODERS["candidates"],
     "targets": msgspec.json.Decoder(dict[str, _TargetShape]),
@@ -535,6 +536,7 @@ class LazyRequest(Mapping[str, Any]):
 
     def _decoded(self) -> dict[str, Any]:
         if self._value is None:
+            assert self._cell is not None  # dropped only once decoded
             self._value = _CELL_DECODERS["request"].decode(self._cell)
             self._cell = None
         return self._value
@@ -574,7 +576,7 @@ class SnapshotRows(Sequence[SnapshotRow]):
         self.path, self._raw, self._starts, self._ends = path, raw, starts, ends
         self._rows: list[SnapshotRow | None] = [None] * len(starts)
         self._reader = _RowReader(path)
-        self._layout = None
+        self._layout: QuestionLayout | None = None
         self._linenos = linenos
 
     def line(self, i: int) -> bytes:
@@ -586,7 +588,7 @@ class SnapshotRows(Sequence[SnapshotRow]):
     def __len__(self) -> int:
         return len(self._rows)
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         row = self._rows[i]
@@ -600,7 +602,7 @@ class SnapshotRows(Sequence[SnapshotRow]):
             with gc_paused():  # the rows are kept: decode them all without the collector walking them
                 for i in range(len(self)):
                     self[i]
-        return iter(self._rows)
+        return iter(self._rows)  # type: ignore[arg-type]  # every row decoded just above
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
