@@ -7,7 +7,7 @@ Command (from the project root, after `make setup`):
 Each repeat copies the project's config and shipped data into a fresh temporary folder and runs
 the real CLI there from nothing (prepare -> verify -> infer -> score -> MLflow, a new SQLite
 store each time), so every run is cold. Prints the median wall time and, from the reports, the
-median per-request latency (p50/p95, one sample per request as PROTOCOL §3 defines) and the
+median per-request latency (p50/p95, one sample per request as docs/protocol.md §2 defines) and the
 per-question figure (request latency summed over the view / questions).
 """
 

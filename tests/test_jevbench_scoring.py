@@ -1,4 +1,4 @@
-"""JevBench official scorer: every rule with hand-computed values (family spec §5, §8)."""
+"""JevBench official scorer: every rule with hand-computed values (the family README)."""
 
 from __future__ import annotations
 

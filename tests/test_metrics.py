@@ -1,4 +1,4 @@
-"""Generic metrics against hand-computed values, plus properties (PROTOCOL §5)."""
+"""Generic metrics against hand-computed values, plus properties (docs/protocol.md §4)."""
 
 import math
 

@@ -184,7 +184,7 @@ def test_posterior_nouls_count_in_probability_loss_and_mae_only():
     assert overall["hard_n"] == 2 and overall["soft_n"] == 3
     assert set(off["groups"]["task_difficulty"]) == {"partial_observation_calibration/1", "partial_observation_calibration/4"}
     assert set(off["groups"]["difficulty"]) == {"1", "4"}
-    # Unknown 5 and the spec's slices: domain "unknown", language en, question type, task x question
+    # Unknown 5 and the README's slices: domain "unknown", language en, question type, task x question
     assert list(off["groups"]["domain"]) == ["unknown"] and list(off["groups"]["language"]) == ["en"]
     assert set(off["groups"]["type"]) == {"noul", "score"} and list(off["groups"]["task"]) == [
         "partial_observation_calibration"]

@@ -306,7 +306,7 @@ def test_official_report_hand_computed():
 
 
 def test_generic_metrics_use_the_label_for_accuracy_and_ece_and_the_reference_for_probability_scores():
-    """PROTOCOL §5 on the hand-computed case of test_official_report_hand_computed: accuracy and
+    """docs/protocol.md §4 on the hand-computed case of test_official_report_hand_computed: accuracy and
     ECE against the explicit label, NLL and Brier against the normalised soft reference."""
     row = _three_question_case()
     answers = {"needs_review": {"noul": 0.5},
@@ -359,7 +359,7 @@ def test_full_scale_synthetic_release_reproduces_the_published_counts(tmp_path):
     assert manifest["data"] == "synthetic"
     assert manifest["counts"] == {"inputs": 400, "questions": 2000,
                                   "by_type": {"choice": 800, "noul": 400, "score": 800}}
-    assert manifest["notes"]["label_argmax_disagreements"] == 31  # the published count (spec §4)
+    assert manifest["notes"]["label_argmax_disagreements"] == 31  # the published count (the family README)
 
 
 def test_label_argmax_disagreements_are_checked_against_the_published_31(tmp_path):

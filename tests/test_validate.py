@@ -1,4 +1,4 @@
-"""Answer validation edge cases (PROTOCOL §4) and the question table's coverage policy."""
+"""Answer validation edge cases (docs/protocol.md §3) and the question table's coverage policy."""
 
 import math
 

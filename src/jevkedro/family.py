@@ -152,7 +152,7 @@ def make_prepare(family: str, views: tuple[str, ...], read_release: Callable[...
 
 def wire_question(where: str, qid: str, question: Any,
                   noul_order: tuple[str, str]) -> tuple[dict[str, Any], list[str]]:
-    """One source question as the model sees it, and its candidate keys (PROTOCOL §1).
+    """One source question as the model sees it, and its candidate keys (docs/protocol.md §1).
 
     Only ``type``, ``instructions`` and ``criteria`` reach the request (``criteria`` left out when
     null); whatever else the source stores with a question stays out. ``noul_order`` is the

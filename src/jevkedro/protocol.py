@@ -1,4 +1,4 @@
-"""The request and target model shared by every family (PROTOCOL.md §1).
+"""The request and target model shared by every family (docs/protocol.md §1).
 
 A *request* is exactly what a model may see: a state and typed questions (plus media references).
 A *target* is what the scorer compares answers with. They are kept in separate snapshot columns,
@@ -28,7 +28,7 @@ FORBIDDEN_REQUEST_KEYS = frozenset(
 )
 
 
-# The explicit abstain option of JevAlt-style servers (wire_protocol §4): appended last to choice
+# The explicit abstain option of JevAlt-style servers (docs/protocol.md §2): appended last to choice
 # and score questions of rows that allow abstention, with these descriptions (by language).
 ABSTAIN_OPTION = "unknown"
 ABSTAIN_OPTION_TEXTS = {
@@ -58,7 +58,7 @@ class ProtocolError(ValueError):
 
 
 def candidates_for(question: dict[str, Any], noul_order: tuple[str, str] = NOUL_ORDER_TRUE_FIRST) -> list[str]:
-    """Candidate keys of one wire question, in candidate order (PROTOCOL §1)."""
+    """Candidate keys of one wire question, in candidate order (docs/protocol.md §1)."""
     qtype = question.get("type")
     criteria = question.get("criteria")
     if qtype == "noul":

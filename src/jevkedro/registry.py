@@ -1,4 +1,4 @@
-"""The one list of benchmark families and their views (PROTOCOL §1, §7).
+"""The one list of benchmark families and their views (docs/protocol.md §1, docs/families.md).
 
 Pipelines, settings, the CLI and the evaluator find a family only through its entry here. A family
 is a package under ``jevkedro.pipelines`` exposing ``read_release(options, view)`` (the release,

@@ -21,7 +21,7 @@ thread-safe and pool connections). What every remote adapter needs lives here:
   single network wait is also bounded by ``timeout_s`` (httpx) and the deadline is checked as
   each body chunk arrives, so the worst case (a wait that starts just before the deadline) ends
   about 2 × ``timeout_s`` after the request started.
-- **Status mapping** (wire_protocol §7 and the engine's stop rules): 401/403 and 429 raise
+- **Status mapping** (docs/protocol.md §2 and the engine's stop rules): 401/403 and 429 raise
   :class:`StopRun` (429 carries ``retry-after`` so a retry policy may wait it out); 413/422 are an
   error for this request only (failure ``request``); any other non-2xx status is failure
   ``server``; a dropped connection or reset is ``connection``; a 2xx body that is not JSON, or

@@ -1,10 +1,10 @@
 """System One HTTP client (``model.adapter=systemone``): TypeSafe's Jev API and compatible servers.
 
 ``POST <model.endpoint>/systemone`` (``model.flavour=decide``: ``<endpoint>/decide``, the
-list-shaped flavour of wire_protocol §5) with the body ``{"model", "state", "questions"}``.
+list-shaped flavour of docs/protocol.md §2) with the body ``{"model", "state", "questions"}``.
 ``model.endpoint`` is the base URL up to and including ``/v1`` (``https://api.typesafe.ai/v1``).
 
-Before anything is sent the request is checked against the server's limits (wire_protocol §9;
+Before anything is sent the request is checked against the server's limits (docs/protocol.md §2;
 all configurable, defaults are Jev 1.13's): a question that cannot be represented is left out
 and listed in ``unsupported_questions``; a request with nothing left, an empty question set or
 media the server cannot take is ``unsupported`` and never sent.
@@ -15,7 +15,7 @@ media the server cannot take is ``unsupported`` and never sent.
 - at most ``max_questions`` questions per request (256), at most ``max_request_bytes`` of JSON
   body when set (self-hosted servers document such caps; unset means no client-side cap).
 
-Images (wire_protocol §4): with ``model.images=multipart`` (Imajev-style servers) a state whose
+Images (docs/protocol.md §2): with ``model.images=multipart`` (Imajev-style servers) a state whose
 chat messages hold ``image_url`` parts is sent as ``multipart/form-data``: field ``request`` = the
 JSON body, plus one ``image`` file part per image in order of appearance (at most
 ``max_images``, 2), read from ``model.media_root`` joined with the relative URL. The state keeps
@@ -127,7 +127,7 @@ class SystemOneAdapter(HttpAdapter):
             out["limits"] = changed
         return out
 
-    # -- validation (wire_protocol §9) -----------------------------------------------------
+    # -- validation (docs/protocol.md §2) -----------------------------------------------------
     def question_problem(self, question: Any) -> str | None:
         """Why a question cannot be put on the wire for this server, or None."""
         if not isinstance(question, dict):
@@ -162,7 +162,7 @@ class SystemOneAdapter(HttpAdapter):
         for qid, q in questions.items():
             if self.question_problem(q):
                 skipped.append(qid)
-            else:  # criteria omitted when null (wire_protocol §8)
+            else:  # criteria omitted when null (docs/protocol.md §2)
                 asked[qid] = {k: v for k, v in q.items() if not (k == "criteria" and v is None)}
         if not asked:
             return None, [], skipped, "no question fits the server's limits"

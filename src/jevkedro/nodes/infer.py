@@ -33,7 +33,7 @@ is written: a second process on the same folder is refused at once, naming the h
 many requests in flight; local adapters are called in batches of ``model.batch_size``. With
 ``model.executor=dask`` the requests are sharded over Dask workers (:mod:`jevkedro.nodes.distributed`).
 
-**Stop rules** (wire_protocol §7): 401, 403 and 429 stop the run (a 429 may first be waited out
+**Stop rules** (docs/protocol.md §2): 401, 403 and 429 stop the run (a 429 may first be waited out
 if the retry policy says so); ``model.max_consecutive_failures`` (3) infrastructure failures in a
 row (timeouts, dropped connections, 5xx, malformed bodies) stop it. Requests not attempted are
 recorded ``unattempted`` with the reason, never as wrong answers. A 413/422 is an ``error`` for

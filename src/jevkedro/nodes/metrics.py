@@ -1,4 +1,4 @@
-"""Generic metrics (PROTOCOL §5): small pure functions over whole views, vectorised with numpy.
+"""Generic metrics (docs/protocol.md §4): small pure functions over whole views, vectorised with numpy.
 
 Conventions: ``P`` and ``Y`` are ``(N, K)`` arrays of predicted and target distributions, rows
 padded with zeros past each question's own candidate count ``K_i``; padded cells contribute
@@ -309,5 +309,5 @@ def by_slice(table, name: str) -> dict[str, dict[str, Any]]:
 
 
 def ece_equal_frequency(confidence: np.ndarray, correct: np.ndarray, n_bins: int = ECE_BINS) -> float | None:
-    """ECE over ``n_bins`` equal-mass bins (:func:`equal_mass_bins`; JevAlt-Bench reference, family spec §6)."""
+    """ECE over ``n_bins`` equal-mass bins (:func:`equal_mass_bins`; JevAlt-Bench reference, the family README)."""
     return ece(confidence, correct, n_bins, method="equal_frequency")

@@ -1,7 +1,7 @@
 """The JevalKit reference-protocol report (``scorer: "jevalkit-decision-protocol-v1"``).
 
 The ``official`` field of Typed-Decisions, DecisionBench, Procedural Typed Decisions,
-zh-decision-bench, JevAlt-Bench and VisualDecisionBench holds this report (PROTOCOL §6). It does
+zh-decision-bench, JevAlt-Bench and VisualDecisionBench holds this report (docs/protocol.md §7). It does
 not claim that an upstream program ran. Per group of questions it gives:
 
 - ``accuracy`` over hard-label questions (invalid/unsupported/unattempted count as wrong);

@@ -1,4 +1,4 @@
-"""Validating answers (PROTOCOL §4) and laying a whole view out as arrays for the metrics.
+"""Validating answers (docs/protocol.md §3) and laying a whole view out as arrays for the metrics.
 
 Validity is judged per question, at scoring time, from the raw response saved at inference.
 A valid answer is a probability for every candidate: finite numbers in [0, 1] (booleans are not
@@ -16,14 +16,14 @@ random and adversarial answers that both give the same statuses, reasons and pro
 Decisions recorded here (and tested):
 
 - A choice/score answer must cover exactly the candidate set: a missing or an extra key is
-  invalid (wire_protocol Unknown 2: a missing option is *not* read as 0).
+  invalid (docs/protocol.md §3: a missing option is *not* read as 0).
 - A score answer keyed by level names instead of ``"0".."K-1"`` is accepted when its keys are
   exactly the level names and those names are distinct (zh-decision-bench Unknown 5: this is what
   the upstream adapter does). Mixed keying is invalid.
 - ``noul`` is P(true) for every flavour; a ``probabilities`` object over ``true``/``false`` is
   accepted when ``noul`` is absent.
 - A choice answer whose ``choice`` names no candidate is invalid; in the list-shaped ``/decide``
-  flavour a choice answer must carry ``choice`` (wire_protocol §5: missing or foreign -> invalid).
+  flavour a choice answer must carry ``choice`` (docs/protocol.md §2: missing or foreign -> invalid).
 - A list-shaped body that answers one question id in several entries answers it ambiguously:
   invalid (no entry silently wins).
 - A key repeated inside the response body (found where the body was parsed, carried in the

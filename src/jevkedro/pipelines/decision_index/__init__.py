@@ -5,7 +5,7 @@ Source: the suite files as rebuilt by the kit (``python -m decision_index suite 
 ``gsm8k-rows.jsonl.gz``, ``excluded-questions.json`` and the subset files (README.md: usage).
 Gzip files are pinned by the sha256 of their *uncompressed* content (rebuilt gzip headers differ).
 
-Read-time rules, in this order (family spec §2, §4):
+Read-time rules, in this order (the family README):
 
 1. ``selected-rows``: ForecastBench (48, retired) skipped; GSM8K (30) rows skipped and the
    ``gsm8k-rows`` file read in their place (at the position of the first skipped GSM8K row);

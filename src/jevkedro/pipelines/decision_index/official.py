@@ -7,7 +7,7 @@ benchmark (``catalog_id``) and, where its chance rule splits it, per track:
 1. a request is *answered* when its status is ``ok`` and every scored question has a valid
    answer; a linked case (requests sharing ``_evaluation.group_id`` in one benchmark) is
    answered only when all of its requests are. Failing only on unscored diagnostic questions
-   does not unanswer a request (family spec §7.7, decided);
+   does not unanswer a request (the family README, decided);
 2. the native metric (:data:`NATIVE_METRIC`) over the answered requests' scored fields; the
    predicted option is the argmax, ties to the first option in source order;
 3. ``raw = native * answered / requests``;

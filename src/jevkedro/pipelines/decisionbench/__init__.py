@@ -1,6 +1,6 @@
 """DecisionBench (``Hanno-Labs/decision-bench``, standard ``eval`` view): mapping and ``official``.
 
-Upstream: one Parquet file, one row per decision (family spec §3). Mapping (spec §5, §7):
+Upstream: one Parquet file, one row per decision (the family README). Mapping (the family README):
 
 - one request per row with one question ``decision``; the request holds the decoded
   ``state_json`` and the question only. ``row_id``, gold fields, ``source_json``,
@@ -100,7 +100,7 @@ def _candidates(where: str, text: Any) -> list[dict[str, Any]]:
 
 
 def _gold(where: str, ids: list[str], gold_id: Any, gold_probs: Any) -> tuple[int, tuple[float, ...]]:
-    """Check the gold invariants (spec §3) and return (gold index, distribution)."""
+    """Check the gold invariants (the family README) and return (gold index, distribution)."""
     if gold_probs is None or len(gold_probs) != len(ids):
         n = None if gold_probs is None else len(gold_probs)
         raise SourceFormatError(f"{where}: gold_probabilities has {n} values for {len(ids)} candidates")
@@ -147,7 +147,7 @@ def map_row(where: str, rec: dict[str, Any], file: str = "", row: int | None = N
     if qtype == "noul":
         if len(cands) != 2:
             raise SourceFormatError(f"{where}: a binary row needs exactly 2 candidates, found {len(cands)}")
-        # positional, as upstream: candidates[0] is "true" whatever its name (spec Unknown 8)
+        # positional, as upstream: candidates[0] is "true" whatever its name (README, Unknown 8)
         question = {"type": "noul", "instructions": rec["instruction"],
                     "criteria": {"true": describe(cands[0]), "false": describe(cands[1])}}
         keys = list(NOUL_ORDER_TRUE_FIRST)
@@ -225,7 +225,7 @@ def other_columns(path: Path) -> list[str]:
 
 
 def composition(rows: list[SnapshotRow]) -> dict[str, Any]:
-    """Counts the release does not publish (spec Unknown 3), recorded with every snapshot."""
+    """Counts the release does not publish (README, Unknown 3), recorded with every snapshot."""
     def count(key: str) -> dict[str, int]:
         return dict(sorted(Counter(r.slices[key] for r in rows).items()))
 
@@ -322,7 +322,7 @@ def ordinal_values(rows: list[SnapshotRow], table, index: np.ndarray) -> np.ndar
 
 
 def ordinal_errors(P: np.ndarray, Y: np.ndarray, V: np.ndarray, label: np.ndarray) -> dict[str, np.ndarray]:
-    """Ordinal metrics in ``ordinal_value`` terms (spec Unknown 5), per row.
+    """Ordinal metrics in ``ordinal_value`` terms (README, Unknown 5), per row.
 
     - ``ordinal_error``: ``|sum_k v_k p_k - sum_k v_k y_k|`` (expected value against the gold
       distribution's expected value);
@@ -397,7 +397,7 @@ def family_stats(values: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, A
 
 def evaluate(snapshot: Snapshot, table: QuestionTable, predictions: Mapping[str, Any]) -> dict[str, Any]:
     """``official``: reference-protocol report (NLL floor 1e-15, equal-width 15-bin ECE) plus the
-    family's own numbers per group (family spec §5, §7)."""
+    family's own numbers per group (the family README)."""
     manifest = family_manifest(FAMILY)
     report = reference_report(table, OFFICIAL_SLICES, "equal_width", nll_floor=REFERENCE_NLL_FLOOR,
                               family=FAMILY, release=manifest["upstream"]["release"],

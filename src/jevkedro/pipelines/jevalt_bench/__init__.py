@@ -2,7 +2,7 @@
 
 Upstream: ``<lang>/test.jsonl`` for ``en``, ``tr``, ``de`` (JevOss items ``id, lang, state,
 questions, targets{label, dist}, tags`` plus optional ``abstain``, ``source``), and optionally
-``SPLITS.sha256``. Mapping (family spec §4, §8, decisions in README.md):
+``SPLITS.sha256``. Mapping (decisions in README.md):
 
 - every row of a test file is a test item (the split is the file); a placeholder ``train``
   field is ignored; ``request_id`` is ``<lang>/<id>`` (ids are unique per language only);
@@ -116,7 +116,7 @@ def extra_question_fields(question: dict[str, Any]) -> tuple[dict[str, Any], dic
 
     Extra fields are those beyond ``type``, ``instructions``, ``criteria``. A field named like
     gold, rationale, an id or provenance (``FORBIDDEN_REQUEST_KEYS``, matched case-insensitively)
-    never reaches the model (PROTOCOL §2); it is withheld and kept with the row's source.
+    never reaches the model (docs/protocol.md §6); it is withheld and kept with the row's source.
     """
     shown, withheld = {}, {}
     for key, value in question.items():
@@ -239,7 +239,7 @@ def public_abstain_flag(obj: dict[str, Any], where: str) -> bool:
 
 
 def offers_unknown(request: dict[str, Any]) -> bool:
-    """Whether a prepared request carries the abstain ``unknown`` candidate (spec Unknown 8).
+    """Whether a prepared request carries the abstain ``unknown`` candidate (README, Unknown 8).
 
     A JevAlt-style server may also be sent the top-level ``"abstain": true`` for such requests:
     the per-server setting ``model.send_abstain`` of the ``systemone`` adapter, which uses this

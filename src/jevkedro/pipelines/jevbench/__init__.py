@@ -5,7 +5,7 @@ have different tasks, a different record shape (rejected by :func:`map_row`) and
 scored or reported here. Every ``official`` summary names the repository and commit.
 
 Upstream rows (one JSON object per line in ``datasets/public/<tier>.jsonl``): ``id, family,
-state, question, labels, expected, split, group, provenance``. Mapping (family spec §3, §4, §7):
+state, question, labels, expected, split, group, provenance``. Mapping (the family README):
 
 - one request per task, in the load order ``original, easy, hard`` (file row order within);
   request id = task id;
@@ -13,7 +13,7 @@ state, question, labels, expected, split, group, provenance``. Mapping (family s
   with ``criteria`` omitted when null, noul criteria ``{"true", "false"}`` exactly as written;
   ``expected``, ``labels``, ``group``, ``split``, ``provenance`` and the id stay out of it;
 - candidates: choice and score = ``labels`` in source order; noul = ``["false", "true"]``, the
-  source's label order ``["no", "yes"]`` (PROTOCOL §1: the source fixes an order). So the
+  source's label order ``["no", "yes"]`` (docs/protocol.md §1: the source fixes an order). So the
   generic argmax tie (first candidate) and the official tie (smallest label) both give ``no``;
 - target: the label index of ``expected``; ``probability`` items also carry ``gold_probs`` as
   the target distribution (generic NLL/Brier use it, accuracy/ECE the label); ``expected =

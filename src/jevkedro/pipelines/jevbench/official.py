@@ -20,7 +20,7 @@ the release's own tolerances. Output (``official.json``, its own MLflow artifact
   ``task_family`` (one row per family), ``paraphrase`` (36 original pairs, per-pair table);
 - ``items``: the per-item fields of the release for every planned task.
 
-Only official-scorer numbers are in here; the generic metrics (PROTOCOL §5: NLL, Brier, 15-bin
+Only official-scorer numbers are in here; the generic metrics (docs/protocol.md §4: NLL, Brier, 15-bin
 ECE, RPS, by tier / family / type / variant) are in ``report.json``'s ``metrics``.
 """
 

@@ -1,6 +1,6 @@
 """JevBench's official per-item scorer and summary (the legacy ``public231`` rules at the pin).
 
-Written from the rules of the release (family spec §5); no upstream code is reused.
+Written from the rules of the release (the family README); no upstream code is reused.
 
 Per item (:func:`score_item`), in this order:
 
@@ -140,7 +140,7 @@ def score_label(label: Any, labels: Sequence[str], expected: Any) -> dict[str, A
 
 
 def map_answer(qtype: str, answer: Any) -> tuple[dict[str, Any] | None, str | None]:
-    """The harness's wire mapping (wire_protocol §8): one System One answer -> ``{label: p}``.
+    """The harness's wire mapping (docs/protocol.md §2): one System One answer -> ``{label: p}``.
 
     noul: ``noul`` = P(yes) -> ``{"no": 1 - p, "yes": p}`` (a bool or non-number is rejected);
     choice / score: the returned ``probabilities`` as they are (the key check comes later).
@@ -287,12 +287,12 @@ def summarize(t: ItemTable) -> dict[str, Any]:
     """The release's summary of one group of items.
 
     - ``accuracy = n_correct / n_scorable``: every scorable planned task is in the denominator,
-      so an unattempted, failed, unsupported or invalid task counts wrong (spec Unknown 2);
+      so an unattempted, failed, unsupported or invalid task counts wrong (README, Unknown 2);
       ``accuracy_attempted = n_correct / n_scorable_attempted`` is the same over the tasks that have
       a record (the two agree on a complete run);
     - ``schema_validity = n_valid / n_attempted`` (``_strict`` likewise with the 1e-3 band);
     - Brier, ECE and ordinal MAE: only valid scorable items (an invalid item has no
-      distribution, spec Unknown 3); ordinal MAE ``|ordinal_ev - expected|`` on score items.
+      distribution, README, Unknown 3); ordinal MAE ``|ordinal_ev - expected|`` on score items.
     """
     scorable = t.scorable
     n_attempted = int(t.attempted.sum())

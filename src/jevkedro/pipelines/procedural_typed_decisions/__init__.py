@@ -4,13 +4,13 @@ are listed in this package's README.md.
 
 Upstream: ``all/test-*.parquet``; a row has ``id`` (``task:split:index``), ``task``, ``level``
 (0-4), ``state`` (JSON text or rendered text), ``questions`` and ``answers`` (JSON text, System
-One shapes). Mapping (family spec §3, §5, §8):
+One shapes). Mapping (the family README):
 
 - one request per row, in file order, with every question of the row; nothing is filtered by
   task, level or option count; ``answers``, ``id``, ``task`` and ``level`` never reach the request;
 - state: text that is the JSON of an object is sent decoded; anything else (tables, CSV,
   ``key=value`` lines, prose, other JSON values) is sent as the original string;
-- candidates: noul ``true``, ``false`` (the source fixes no order, PROTOCOL §1); choice the
+- candidates: noul ``true``, ``false`` (the source fixes no order, docs/protocol.md §1); choice the
   criteria keys in order; score ``"0".."K-1"`` by list position;
 - targets: choice and score one-hot (``label``); rule nouls 0.0/1.0 -> ``label``; the documented
   pure-posterior nouls (``graded_nouls`` in manifest.json, by task and question key, never by

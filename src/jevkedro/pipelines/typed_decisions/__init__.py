@@ -3,12 +3,12 @@ and ``official`` report. Decisions on the spec's Unknowns are listed in this pac
 
 Upstream: one Parquet file, ``all/test-00000-of-00001.parquet``; a row is a case with JSON-text
 cells ``state``, ``questions``, ``gold`` (plus ``factors``, ``label_agreement``) and ``id``,
-``workflow``, ``split``, ``n_questions``. Mapping (family spec §3, §4, §7):
+``workflow``, ``split``, ``n_questions``. Mapping (the family README):
 
 - one request per row, in file order: the decoded ``state`` object and all of the case's
   questions (``type``, ``instructions``, ``criteria``); ``gold``, ``factors``,
   ``label_agreement``, ``id``, ``split`` and ``workflow`` never reach the request;
-- candidates: noul ``false``, ``true`` (the source's order, PROTOCOL §1, so a P = 0.5 tie goes
+- candidates: noul ``false``, ``true`` (the source's order, docs/protocol.md §1, so a P = 0.5 tie goes
   to ``false``); choice the criteria keys in order; score ``"0".."K-1"``;
 - target: the explicit ``label`` (its index) *and* ``probabilities`` normalised to sum 1 in
   candidate order; ``reference_argmax`` (the first-key argmax of the gold distribution, the
@@ -82,7 +82,7 @@ def normalised_reference(loc: str, qid: str, probs: Any, candidates: list[str],
     """The gold distribution in candidate order, divided by its sum (Unknown 5).
 
     Keys must be exactly the candidate keys; values finite and >= 0; the sum within
-    ``1 ± tolerance`` (the answers' band, PROTOCOL §4) — beyond it the row is rejected, since a
+    ``1 ± tolerance`` (the answers' band, docs/protocol.md §3) — beyond it the row is rejected, since a
     mean of three distributions cannot stray that far unless the cell is damaged.
     """
     if not isinstance(probs, Mapping):
@@ -191,7 +191,7 @@ def label_argmax_disagreements(rows: list[SnapshotRow]) -> int:
 
 
 def check_disagreements(found: int, path: Path, expected: int) -> None:
-    """The pinned release has a published number of label/argmax disagreements (spec §4: 31, all
+    """The pinned release has a published number of label/argmax disagreements (README: 31, all
     on tied gold maxima). The file hash is pinned, so a different number means the mapping of
     ``label`` or of the first-key argmax is wrong: refuse, naming both numbers."""
     if found != expected:

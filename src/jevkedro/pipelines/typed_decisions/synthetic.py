@@ -15,7 +15,7 @@ real means can). Some questions get a tied maximum with the label on the second 
 label/argmax disagreement: a synthetic release (``write_release``) has exactly the published 31 per
 2,000 questions (scaled and rounded for smaller releases), spread evenly; the shipped sample keeps
 about 1.5% at random, at least one. Only the ``agent_trace_observability``
-question ids are the real ones; the other workflows' ids are unknown (spec Unknown 4) and made up.
+question ids are the real ones; the other workflows' ids are unknown (README, Unknown 4) and made up.
 Deterministic for a given seed (Python's ``random.Random``).
 """
 

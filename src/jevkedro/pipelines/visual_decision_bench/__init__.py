@@ -1,6 +1,6 @@
 """VisualDecisionBench 1.0 (``Valen-Team/VisualDecisionBench``): mapping of ``eval.jsonl`` and ``official``.
 
-Upstream (family spec §1, §3): ``eval.jsonl`` holds every record (image subset first, then video),
+Upstream (the family README): ``eval.jsonl`` holds every record (image subset first, then video),
 one JSON object per line: ``request{state, questions}``, ``targets{qid: {probabilities}}``,
 ``assets[{path, sha256}]``, ``group_id``, ``meta{benchmark, benchmark_subset, benchmark_record_id,
 ...}``; media live under ``assets/…`` beside it (``assets.zip`` unpacked), listed in
@@ -74,7 +74,7 @@ MEDIA_PARTS = {"image_url": "image", "video_url": "video"}
 ROLES = ("user", "assistant", "system")
 MAX_OPTIONS = 255  # choice options and score levels (packager check)
 TARGET_SUM_TOLERANCE = 1e-6
-UNKNOWN_SLICE = "unknown"  # domain / language bucket when meta lacks them (spec §6, Unknown 2)
+UNKNOWN_SLICE = "unknown"  # domain / language bucket when meta lacks them (README, Unknown 2)
 OUR_SOURCE = OUR_RECORD_SOURCE  # meta.source of every record jevkedro writes (synthetic.py)
 VerifyMedia = Literal["present", "all", "none"]
 VERIFY_MEDIA: tuple[str, ...] = get_args(VerifyMedia)
@@ -157,7 +157,7 @@ def record_assets(where: str, assets: Any) -> dict[str, str]:
 def request_media(where: str, state: Any, assets: Any) -> list[dict[str, str]]:
     """The request's ``media`` field: each asset as ``{path, sha256, modality}`` (no bytes).
 
-    Every media URL of the state must equal one asset path (spec §3). An asset no part
+    Every media URL of the state must equal one asset path (the family README). An asset no part
     references keeps the modality its folder names (``assets/visualdecisionbench_<m>/``).
     """
     listed = record_assets(where, assets)
@@ -179,7 +179,7 @@ def request_media(where: str, state: Any, assets: Any) -> list[dict[str, str]]:
 
 
 def wire_question(where: str, qid: str, q: Any) -> tuple[dict[str, Any], list[str]]:
-    """One question as the model sees it and its candidate keys (spec §3 shape rules)."""
+    """One question as the model sees it and its candidate keys (README shape rules)."""
     if not isinstance(q, dict):
         raise SourceFormatError(f"{where}: question {qid!r} must be an object")
     extra = sorted(set(q) - {"type", "instructions", "criteria"})
@@ -205,7 +205,7 @@ def map_target(where: str, qid: str, candidates: list[str], target: Any) -> Targ
     """``{"probabilities": {key: p}}`` over exactly the candidate keys -> :class:`Target`.
 
     Hard iff exactly one candidate has probability 1 and the others 0 (label = its index); any
-    other distribution is soft (no label: it stays out of hard-label accuracy, PROTOCOL §5).
+    other distribution is soft (no label: it stays out of hard-label accuracy, docs/protocol.md §4).
     ``probabilities: null`` is Valen's unlabelled question: unscored. Extra keys
     (``label_source``, ``votes``) are kept with the target.
     """
@@ -316,7 +316,7 @@ def read_assets_manifest(path: Path) -> dict[str, dict[str, Any]]:
 
 def check_media(source: Path, assets: Iterable[tuple[str, dict[str, str]]],
                 listed: dict[str, dict[str, Any]] | None, verify_media: str) -> dict[str, Any]:
-    """Check every asset of the view's records (spec Unknown 8): a record hash that differs from
+    """Check every asset of the view's records (README, Unknown 8): a record hash that differs from
     the assets manifest, or from the bytes of a media file present on disk, rejects the snapshot.
 
     ``assets``: ``(where, {path: sha256})`` per record (:func:`record_assets`), ``where`` naming
@@ -533,7 +533,7 @@ def noul_outcomes(table) -> dict[str, np.ndarray]:
     Candidates are ``true, false``; the prediction is the argmax (a tie goes to ``true``, the
     first candidate). A question without a valid answer predicts neither class: it is a missed
     gold class (counted in ``unanswered`` and as a false negative of its gold class), so it
-    lowers recall, as PROTOCOL §3 counts unsupported answers as not correct.
+    lowers recall, as docs/protocol.md §3 counts unsupported answers as not correct.
     """
     noul = (table.qtype == "noul") & (table.label >= 0) & ~table.unscored
     gold_true = noul & (table.label == 0)
@@ -554,7 +554,7 @@ def f1(tp: float, fp: float, fn: float) -> float:
 
 
 def macro_f1(counts: dict[str, int]) -> dict[str, float]:
-    """Noul macro-F1 = mean of the true-class and false-class F1 (spec §5).
+    """Noul macro-F1 = mean of the true-class and false-class F1 (the family README).
 
     True class: TP = ``true_positive``; FP = ``false_positive``; FN = ``false_negative`` +
     ``unanswered_true``. False class: TP = ``true_negative``; FP = ``false_negative``; FN =
@@ -663,7 +663,7 @@ def valen_report(table) -> dict[str, Any]:
 
 
 def evaluate(snapshot: Snapshot, table: QuestionTable, predictions: Mapping[str, Any]) -> dict[str, Any]:
-    """``official`` (PROTOCOL §6): the reference-protocol report with modality, type,
+    """``official`` (docs/protocol.md §7): the reference-protocol report with modality, type,
     type x modality, domain, language, subset and target-kind groups, plus ``valen``."""
     manifest = family_manifest(FAMILY)
     report = reference_report(
@@ -673,9 +673,9 @@ def evaluate(snapshot: Snapshot, table: QuestionTable, predictions: Mapping[str,
                               "difficulty": "the release has no difficulty field"},
         domain_from="meta.domain ('unknown' when absent; the packager does not add it)",
         assumptions={
-            "nll_floor": "upstream's epsilon is undocumented; ours is 1e-12 (spec Unknown 3)",
+            "nll_floor": "upstream's epsilon is undocumented; ours is 1e-12 (README, Unknown 3)",
             "argmax_ties": "upstream's accuracy tie rule is undocumented; ties go to the first candidate "
-                           "(noul: true) as upstream's answers do (spec Unknown 4)",
+                           "(noul: true) as upstream's answers do (README, Unknown 4)",
             "unsupported": "unsupported/invalid/unattempted answers count in accuracy as not correct and, "
                            "for noul macro-F1, as a missed gold class",
         },

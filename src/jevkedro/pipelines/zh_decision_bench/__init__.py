@@ -1,7 +1,7 @@
 """zh-decision-bench v0.2 (``CodyQin/zh-decision-bench``): source mapping and ``official`` report.
 
 Upstream rows (one JSON object per line): ``id, domain, source, state, questions, gold,
-difficulty, notes, version``. Mapping (family spec §4, §7):
+difficulty, notes, version``. Mapping (the family README):
 
 - one request per row, all of its questions together, in the file's row order
   (``voice_routing.jsonl`` then ``business_scenarios.jsonl``);
@@ -181,7 +181,7 @@ def upstream_metrics(snapshot: Snapshot | None, table: QuestionTable) -> dict[st
 
 
 def evaluate(snapshot: Snapshot, table: QuestionTable, predictions: Mapping[str, Any]) -> dict[str, Any]:
-    """``official``: the reference-protocol report, right-closed 15-bin ECE (family spec §7), and
+    """``official``: the reference-protocol report, right-closed 15-bin ECE (the family README), and
     upstream's own report figures with their intervals (:func:`upstream_metrics`)."""
     report = reference_report(table, OFFICIAL_SLICES, "equal_width_right_closed",
                               family=FAMILY, release=family_manifest(FAMILY)["upstream"]["release"],
