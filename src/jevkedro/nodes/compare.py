@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import sparse
-from scipy.stats import binomtest, rankdata
 
 from jevkedro.nodes import metrics as M
 
@@ -80,6 +78,8 @@ def unit_totals(codes: np.ndarray, n_units: int, columns: np.ndarray) -> np.ndar
 def bootstrap_totals(blocks: Sequence[np.ndarray], resamples: int, seed: int) -> list[np.ndarray]:
     """Resampled totals ``W @ block`` (``B x m``) of each ``(G, m)`` unit-total block, all with the
     same resamples. Each block gets its own product, so equal blocks give bit-identical totals."""
+    from scipy import sparse  # scipy is imported when intervals are computed, not with the pipeline
+
     n_units = blocks[0].shape[0]
     out: list[list[np.ndarray]] = [[] for _ in blocks]
     # (block^T W^T)^T: both operands as BLAS reads them without a copy (W @ block, a long inner
@@ -247,10 +247,12 @@ def _slice_members(t: Terms, slices: Mapping[str, np.ndarray], max_values: int) 
     return (np.column_stack(columns) if columns else np.zeros((len(t), 0), dtype=np.intp)), keys
 
 
-def _slice_unit_totals(t: Terms, member: np.ndarray, n_keys: int, codes: np.ndarray, G: int) -> sparse.csr_matrix:
+def _slice_unit_totals(t: Terms, member: np.ndarray, n_keys: int, codes: np.ndarray, G: int) -> Any:
     """Sparse ``(G, 2k)`` unit totals of hits (columns ``0..k-1``) and hard-label questions
     (``k..2k-1``) per slice value: a unit has entries only for the values its questions take, so
     the block is O(N x slices), not O(units x values) (duplicate entries are summed)."""
+    from scipy import sparse
+
     n, s = member.shape
     hard = np.flatnonzero(t.hard)
     unit = np.repeat(codes[hard], s)
@@ -360,6 +362,8 @@ def mcnemar(correct_a: np.ndarray, correct_b: np.ndarray) -> dict[str, Any]:
     ca, cb = np.asarray(correct_a, dtype=bool), np.asarray(correct_b, dtype=bool)
     a_only, b_only = int((ca & ~cb).sum()), int((~ca & cb).sum())
     n = a_only + b_only
+    from scipy.stats import binomtest
+
     p = float(binomtest(a_only, n, 0.5, alternative="two-sided").pvalue) if n else 1.0
     return {"a_only": a_only, "b_only": b_only, "discordant": n, "p_value": p}
 
@@ -419,6 +423,8 @@ def auroc(scores: np.ndarray, positive: np.ndarray) -> float | None:
     n_pos, n_neg = int(pos.sum()), int((~pos).sum())
     if not n_pos or not n_neg:
         return None
+    from scipy.stats import rankdata
+
     ranks = rankdata(s)  # average ranks of ties
     return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 

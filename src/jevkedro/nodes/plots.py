@@ -19,15 +19,17 @@ and its band from :mod:`jevkedro.nodes.compare`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from jevkedro.nodes import compare as stats
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.snapshot import Snapshot
 from jevkedro.registry import family_of
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 GRID = np.linspace(0.0, 1.0, 101)
 BAND_RESAMPLES = 200
@@ -35,6 +37,14 @@ COLORS = ("#1f77b4", "#d62728")
 MAX_SLICE_PANELS = 4
 MAX_SLICE_VALUES = 12
 
+
+
+def _new_figure(*args: Any, **kwargs: Any) -> Figure:
+    """A matplotlib figure; matplotlib is imported here, when a plot is made, not when a pipeline
+    is assembled (it costs every `kedro run` about a second otherwise)."""
+    from matplotlib.figure import Figure
+
+    return Figure(*args, **kwargs)
 
 def confidence_and_correct(question_scores: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Top-label confidence, correctness and request id of every valid hard-label answer."""
@@ -65,7 +75,7 @@ def _title(fig: Figure, text: str) -> None:
 
 
 def _empty(title: str, why: str) -> Figure:
-    fig = Figure(figsize=(6.4, 2.4), dpi=110)
+    fig = _new_figure(figsize=(6.4, 2.4), dpi=110)
     ax = fig.add_subplot()
     ax.axis("off")
     ax.text(0.5, 0.5, why, ha="center", va="center", fontsize=11, color="#555555")
@@ -118,7 +128,7 @@ def reliability_figure(conf: np.ndarray, correct: np.ndarray, units: np.ndarray,
     """Reliability diagram of one model on one view (see the module docstring)."""
     if not len(conf):
         return _empty(title, "no valid hard-label answer: nothing to calibrate")
-    fig = Figure(figsize=(6.4, 6.4), dpi=110)
+    fig = _new_figure(figsize=(6.4, 6.4), dpi=110)
     ax, counts_ax = _reliability_axes(fig)
     drawn = _draw_model(ax, counts_ax, conf, correct, units, COLORS[0], "model")
     ci = f" [{ece_ci[0]:.3f}, {ece_ci[1]:.3f}]" if ece_ci and None not in ece_ci[:2] else ""
@@ -140,7 +150,7 @@ def slices_figure(report: Mapping[str, Any], title: str) -> Figure:
     if not panels:
         return _empty(title, "no slice with 2 to 12 values")
     heights = [max(1.0, 0.32 * len(v) + 0.6) for _, v in panels]
-    fig = Figure(figsize=(7.2, sum(heights) + 0.8), dpi=110)
+    fig = _new_figure(figsize=(7.2, sum(heights) + 0.8), dpi=110)
     grid = fig.add_gridspec(len(panels), 1, height_ratios=heights, hspace=0.45)
     for i, (name, groups) in enumerate(panels):
         ax = fig.add_subplot(grid[i])
@@ -170,7 +180,7 @@ def latency_figure(latency: Mapping[str, Any], title: str) -> Figure:
     hist = latency.get("histogram")
     if not hist or not sum(hist["counts"]):
         return _empty(title, "no latency measured (replayed answers are not timed)")
-    fig = Figure(figsize=(6.4, 3.4), dpi=110)
+    fig = _new_figure(figsize=(6.4, 3.4), dpi=110)
     ax = fig.add_subplot()
     edges = np.array(hist["edges_ms"])
     ax.stairs(hist["counts"], edges, fill=True, color=COLORS[0], alpha=0.6)
@@ -190,7 +200,7 @@ def latency_figure(latency: Mapping[str, Any], title: str) -> Figure:
 
 def risk_coverage_figure(curves: Sequence[tuple[str, np.ndarray, np.ndarray]], title: str) -> Figure:
     """Risk (error rate among answered) against coverage, abstaining on the least confident first."""
-    fig = Figure(figsize=(6.4, 3.8), dpi=110)
+    fig = _new_figure(figsize=(6.4, 3.8), dpi=110)
     ax = fig.add_subplot()
     for (label, conf, correct), color in zip(curves, COLORS):
         rc = stats.risk_coverage(conf, correct)
@@ -232,7 +242,7 @@ def plot_view(snapshot: Snapshot, report: dict, question_scores: list) -> dict[s
 
 def comparison_reliability_figure(models: Sequence[tuple[str, np.ndarray, np.ndarray, np.ndarray]], title: str) -> Figure:
     """Both models' reliability (smooth curves with bands, binned points, counts) on one chart."""
-    fig = Figure(figsize=(6.8, 6.6), dpi=110)
+    fig = _new_figure(figsize=(6.8, 6.6), dpi=110)
     ax, counts_ax = _reliability_axes(fig)
     width = 1 / M.ECE_BINS / len(models)
     for i, ((label, conf, correct, units), color) in enumerate(zip(models, COLORS)):
@@ -249,7 +259,7 @@ def slice_differences_figure(differences: Mapping[str, Mapping[str, Mapping[str,
             for value, d in groups.items()]
     if not rows:
         return _empty(title, "no slice with at most 12 values")
-    fig = Figure(figsize=(7.2, 0.28 * len(rows) + 1.6), dpi=110)
+    fig = _new_figure(figsize=(7.2, 0.28 * len(rows) + 1.6), dpi=110)
     ax = fig.add_subplot()
     y = np.arange(len(rows))
     diff = np.array([d["diff"] for _, d in rows], dtype=float)
