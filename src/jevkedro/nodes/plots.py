@@ -233,8 +233,11 @@ def view_plots(snapshot: Snapshot | None, report: Mapping[str, Any], question_sc
     }
 
 
-def plot_view(snapshot: Snapshot, report: dict, question_scores: list) -> dict[str, Figure]:
-    """The template pipeline's ``plot`` node: :func:`view_plots` of the scored view."""
+def plot_view(snapshot: Snapshot, report: dict, question_scores: list) -> dict[str, Any]:
+    """The template pipeline's ``plot`` node: :func:`view_plots` of the scored view (name -> figure).
+
+    Annotated without ``Figure``: Kedro resolves a node's type hints at run time, and matplotlib is
+    imported only when the figures are drawn."""
     return view_plots(snapshot, report, question_scores)
 
 
