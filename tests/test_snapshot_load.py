@@ -15,6 +15,7 @@ from jevkedro.nodes.snapshot import (
     PreparedView,
     SnapshotError,
     commit_dataset,
+    each_row,
     load_snapshot,
     manifest_digest,
     verify_snapshot_bytes,
@@ -73,6 +74,16 @@ def test_rows_are_decoded_on_first_use_and_equal_what_was_committed(committed):
     assert snap.rows == rows and list(snap.rows) == rows and snap.rows[:2] == rows[:2]
     assert snap.rows + [] == rows and [] + snap.rows == rows
     assert dict(snap.requests()) == {r.request_id: r.request for r in rows}
+
+
+def test_a_single_pass_decodes_rows_without_keeping_them(committed):
+    root, rows = committed
+    snap = load_snapshot(root, "v")
+    kept = snap.rows[4]  # decoded before the pass: the pass hands out this very object
+    assert list(each_row(snap.rows)) == rows
+    assert snap.rows._rows.count(None) == len(rows) - 1  # the pass kept nothing it decoded
+    assert next(r for r in each_row(snap.rows) if r.request_id == kept.request_id) is kept
+    assert list(each_row(rows)) == rows  # rows that are a plain list: as they are
 
 
 def test_the_layout_from_the_tsv_cells_equals_the_layout_from_the_rows(committed):

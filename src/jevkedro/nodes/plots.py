@@ -25,7 +25,7 @@ import numpy as np
 
 from jevkedro.nodes import compare as stats
 from jevkedro.nodes import metrics as M
-from jevkedro.nodes.snapshot import Snapshot
+from jevkedro.nodes.snapshot import Snapshot, each_row
 from jevkedro.registry import family_of
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def units_of(snapshot: Snapshot | None, request_ids: np.ndarray) -> np.ndarray:
         return request_ids
     if unit_of is None:
         return request_ids
-    by_request = {row.request_id: str(unit_of(row)) for row in snapshot.rows}
+    by_request = {row.request_id: str(unit_of(row)) for row in each_row(snapshot.rows)}
     return np.array([by_request.get(r, r) for r in request_ids], dtype=object)
 
 

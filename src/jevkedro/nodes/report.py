@@ -26,7 +26,7 @@ import numpy as np
 from jevkedro.nodes import compare as stats
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.fast_validate import RequestColumns
-from jevkedro.nodes.snapshot import Snapshot
+from jevkedro.nodes.snapshot import Snapshot, each_row
 from jevkedro.nodes.validate import QUESTION_STATUSES, QuestionTable, reason_kind
 from jevkedro.registry import family_of
 
@@ -95,7 +95,7 @@ def resampling_units(snapshot: Snapshot, table: QuestionTable) -> tuple[np.ndarr
     unit_of = getattr(module, "resampling_unit", None)
     if unit_of is None:
         return np.asarray(table.request_id, dtype=object), "request"
-    by_request = {row.request_id: str(unit_of(row)) for row in snapshot.rows}
+    by_request = {row.request_id: str(unit_of(row)) for row in each_row(snapshot.rows)}
     return np.array([by_request[r] for r in table.request_id], dtype=object), getattr(module, "RESAMPLING_UNIT", "group")
 
 

@@ -604,6 +604,15 @@ class SnapshotRows(Sequence[SnapshotRow]):
                     self[i]
         return iter(self._rows)  # type: ignore[arg-type]  # every row decoded just above
 
+    def passing(self) -> Iterator[SnapshotRow]:
+        """Every row in order, like iterating, but a row not decoded yet is decoded for the caller
+        only and not kept: a single pass over a view (the official scorer) then holds one row at
+        a time instead of all of them (~4.5 KB a row) for the rest of the run."""
+        reader, rows = self._reader, self._rows
+        for i in range(len(rows)):
+            row = rows[i]
+            yield row if row is not None else reader.row(self._linenos[i], self.line(i))
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other))
@@ -667,6 +676,12 @@ class SnapshotRows(Sequence[SnapshotRow]):
         qtypes = [q.type for q in qs]
         names = [_level_names(q) if q.type == "score" else None for q in qs]
         return RequestShape(rid, ids, qtypes, names, [candidates[q] for q in ids], [targets[q] for q in ids], slices)
+
+
+def each_row(rows: Iterable[SnapshotRow]) -> Iterator[SnapshotRow]:
+    """The rows for one pass: a loaded snapshot's :meth:`SnapshotRows.passing` (rows decoded for
+    the pass are not kept), any other sequence as it is."""
+    return rows.passing() if isinstance(rows, SnapshotRows) else iter(rows)
 
 
 def _level_names(question: _QuestionShape) -> list[str] | None:

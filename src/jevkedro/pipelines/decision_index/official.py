@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from jevkedro.nodes.snapshot import Snapshot, SnapshotError
+from jevkedro.nodes.snapshot import Snapshot, SnapshotError, each_row
 from jevkedro.pipelines.decision_index import scoring as S
 from jevkedro.pipelines.decision_index.edition import (
     TASK_TRACK,
@@ -100,10 +100,11 @@ def _relevant_index(row, qid: str) -> int | None:
 
 
 def collect(snapshot: Snapshot, table) -> dict[int, dict[str, np.ndarray]]:
-    """Walk the snapshot in table order and gather each benchmark's per-question arrays."""
+    """Walk the snapshot in table order and gather each benchmark's per-question arrays (one pass:
+    the rows are not kept)."""
     per: dict[int, _Fields] = defaultdict(_Fields)
     i = 0
-    for row in snapshot.rows:
+    for row in each_row(snapshot.rows):
         cid = int(row.slices["catalog_id"])
         ev = row.source.get("_evaluation") or {}
         metadata = row.source.get("metadata") or {}
