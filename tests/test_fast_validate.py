@@ -199,6 +199,21 @@ def test_fast_path_equals_reference_on_a_predictions_log(case):
         assert_same(build_question_table(view, plog.records), reference_question_table(view, reread))
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(views())
+def test_plot_inputs_by_columns_equal_those_read_from_the_written_records(case):
+    """The plot node gets the score node's records in memory and reads them by columns; a run that
+    starts at the plot node reads questions.jsonl one object per question: the same arrays."""
+    from jevkedro.nodes.plots import confidence_and_correct
+
+    view, preds = case
+    recs = question_records(build_question_table(view, preds))
+    by_columns = confidence_and_correct(recs)
+    from_file = confidence_and_correct([json.loads(line) for line in recs.jsonl().splitlines()])
+    for got, want in zip(by_columns, from_file):
+        assert got.dtype == want.dtype and got.tolist() == want.tolist()
+
+
 def test_question_records_jsonl_holds_exactly_the_records():
     row = SnapshotRow("r\"1", {"state": "s", "questions": {"q": {"type": "noul", "instructions": "?"}, "ü": {"type": "noul"}}},
                       {"q": ["true", "false"], "ü": ["false", "true"]}, {"q": Target(label=0), "ü": Target(unscored=True)},

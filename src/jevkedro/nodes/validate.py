@@ -397,6 +397,19 @@ class QuestionRecords(Sequence):
     def __len__(self) -> int:
         return len(self.table)
 
+    def confidence_and_correct(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Top-label confidence (of the rounded probabilities, as ``questions.jsonl`` holds them),
+        correctness and request id of every valid hard-label answer, by columns: what
+        :func:`jevkedro.nodes.plots.confidence_and_correct` reads from the records one by one."""
+        t = self.table
+        keep = self._ok & (t.label >= 0) & ~t.unscored.astype(bool) & (t.K > 0)
+        k = t.K[keep]
+        rounded = self._rounded[keep]
+        in_row = np.arange(rounded.shape[1])[None, :] < k[:, None]  # the candidates of each question
+        conf = np.where(in_row, rounded, -np.inf).max(axis=1) if len(k) else np.zeros(0)
+        rid = np.asarray(t.request_id)[keep].astype(object)  # Python strings, as read from the file
+        return conf.astype(float), self._correct[keep].astype(bool), rid
+
     def _one(self, i: int) -> dict[str, Any]:
         t = self.table
         ok = bool(self._ok[i])
