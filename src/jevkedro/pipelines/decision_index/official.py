@@ -103,6 +103,16 @@ def collect(snapshot: Snapshot, table) -> dict[int, dict[str, np.ndarray]]:
     """Walk the snapshot in table order and gather each benchmark's per-question arrays (one pass:
     the rows are not kept)."""
     per: dict[int, _Fields] = defaultdict(_Fields)
+    # per-question columns as Python lists once (indexing numpy scalars per question is slow)
+    n = len(table.request_id)
+    t_request, t_question = list(table.request_id), list(table.question_id)
+    t_k, t_label, t_status = table.K.tolist(), table.label.tolist(), list(table.status)
+    t_scored = (table.has_target.astype(bool) & ~table.unscored.astype(bool)).tolist()
+    if n:  # argmax over each question's own options (first wins ties), -1 without options
+        within = np.arange(table.P.shape[1])[None, :] < table.K[:, None]
+        t_pred = np.where(table.K > 0, np.argmax(np.where(within, table.P, -np.inf), axis=1), -1).tolist()
+    else:
+        t_pred = []
     i = 0
     for row in each_row(snapshot.rows):
         cid = int(row.slices["catalog_id"])
@@ -115,14 +125,10 @@ def collect(snapshot: Snapshot, table) -> dict[int, dict[str, np.ndarray]]:
         accepted_path = ACCEPTED_PAYLOAD.get(cid)
         accepted_keys = (_payload(row, *accepted_path) or {}) if accepted_path else {}
         for qid in row.request["questions"]:
-            if table.request_id[i] != row.request_id or table.question_id[i] != qid:
+            if i >= n or t_request[i] != row.request_id or t_question[i] != qid:
                 raise SnapshotError(f"{snapshot.path}: question table out of step with the snapshot at "
                                     f"{row.request_id}/{qid}")
-            k = int(table.K[i])
-            probs = table.P[i, :k]
-            pred = int(np.argmax(probs)) if k else -1  # first option wins ties
-            label = int(table.label[i])
-            scored = bool(table.has_target[i]) and not bool(table.unscored[i])
+            k, pred, label, scored = t_k[i], t_pred[i], t_label[i], t_scored[i]
             accepted = {label}
             if isinstance(accepted_keys, dict) and qid in accepted_keys:
                 accepted |= {row.candidates[qid].index(a) for a in accepted_keys[qid] if a in row.candidates[qid]}
@@ -135,12 +141,12 @@ def collect(snapshot: Snapshot, table) -> dict[int, dict[str, np.ndarray]]:
                 gain = float(qrels.get(doc, 0) or 0)
             else:
                 gain = float(scored and rel is not None and label == rel)
-            valid = table.status[i] == "ok"
+            valid = t_status[i] == "ok"
             per[cid].add(
                 request=row.request_id, group=group, track=str(row.slices.get("track")), query=group, macro=macro,
-                status=table.status[i], valid=valid, scored=scored, label=label, pred=pred, options=k,
+                status=t_status[i], valid=valid, scored=scored, label=label, pred=pred, options=k,
                 correct=scored and pred in accepted, positive=pos if pos is not None else -1,
-                score=float(probs[rel]) if (rel is not None and valid) else -1.0, gain=gain)
+                score=float(table.P[i, rel]) if (rel is not None and valid) else -1.0, gain=gain)
             i += 1
     if i != len(table.request_id):
         raise SnapshotError(f"{snapshot.path}: question table has {len(table.request_id)} questions, snapshot {i}")
