@@ -113,31 +113,36 @@ def _decode_text(data: bytes) -> str:
 
 def _fast(raw: bytes) -> Any:
     """The value when msgspec's reading is provably the exact one, else ``_NOT_FAST``."""
-    if b"\\\\" in raw and b"\\u" in raw:  # an escaped backslash makes "\u003a" counting ambiguous
-        return _NOT_FAST
-    if _has_long_digits(raw):
+    if not _countable(raw):  # not even decoded
         return _NOT_FAST
     try:
         value = _DECODER.decode(raw)
-        exact = same_keys_as_text(raw, value)
+        exact = _colons_kept(raw, value)
     except _FAST_ERRORS:
         return _NOT_FAST
     return value if exact else _NOT_FAST
+
+
+def _countable(raw: bytes) -> bool:
+    """Whether the colon count of :func:`same_keys_as_text` can decide for ``raw``: not with an
+    escaped backslash beside ``\\u`` escapes (``\\u003a`` counting is ambiguous), nor with digit runs
+    too long for msgspec to read exactly."""
+    return not (b"\\\\" in raw and b"\\u" in raw) and not _has_long_digits(raw)
+
+
+def _colons_kept(raw: bytes, value: Any) -> bool:
+    expected = raw.count(b":")
+    if b"\\u" in raw:
+        expected += sum(raw.count(e) for e in _ESCAPED_COLONS)
+    return _ENCODER.encode(value).count(b":") == expected
 
 
 def same_keys_as_text(raw: bytes, value: Any) -> bool:
     """Whether ``value`` (msgspec's reading of ``raw``, one document or a list of the documents of
     newline-separated ``raw``) kept every key of the text: written again, it has as many colons as
     the text (a repeated key, which msgspec reads as its last value, loses one). False where that
-    count is ambiguous (an escaped backslash beside ``\\u`` escapes) or digits are too long to trust."""
-    if b"\\\\" in raw and b"\\u" in raw:
-        return False
-    if _has_long_digits(raw):
-        return False
-    expected = raw.count(b":")
-    if b"\\u" in raw:
-        expected += sum(raw.count(e) for e in _ESCAPED_COLONS)
-    return _ENCODER.encode(value).count(b":") == expected
+    count cannot decide (:func:`_countable`)."""
+    return _countable(raw) and _colons_kept(raw, value)
 
 
 _NOT_FAST = object()

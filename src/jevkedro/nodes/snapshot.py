@@ -130,19 +130,30 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     path = Path(path)
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise SourceFormatError(f"{path}:{lineno}: not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1})") from None
-            if not line.strip():
-                continue
-            try:
-                obj = read_source_json(line)
-            except SourceJSONError as exc:
-                raise SourceFormatError(f"{path}:{lineno}: {exc}") from None
-            if not isinstance(obj, dict):
-                raise SourceFormatError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-            yield lineno, obj
+            if raw.strip():
+                yield lineno, read_source_object(f"{path}:{lineno}", raw)
+
+
+def read_source_document(where: str, raw: bytes) -> Any:
+    """One JSON document of an upstream source given as bytes (a line, or a whole file), read by
+    :func:`read_source_json`; a fault raises :class:`SourceFormatError` starting with ``where``
+    (``<file>`` or ``<file>:<line>``)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SourceFormatError(f"{where}: not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1})") from None
+    try:
+        return read_source_json(text)
+    except SourceJSONError as exc:
+        raise SourceFormatError(f"{where}: {exc}") from None
+
+
+def read_source_object(where: str, raw: bytes) -> dict[str, Any]:
+    """:func:`read_source_document` that must be a JSON object (one record of a JSON-lines source)."""
+    obj = read_source_document(where, raw)
+    if not isinstance(obj, dict):
+        raise SourceFormatError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    return obj
 
 
 def json_cell(where: str, column: str, text: Any) -> Any:

@@ -48,9 +48,9 @@ from jevkedro.nodes.snapshot import (
     SnapshotError,
     SourceFile,
     SourceFormatError,
-    SourceJSONError,
     check_source,
-    read_source_json,
+    read_source_document,
+    read_source_object,
 )
 from jevkedro.nodes.validate import QuestionTable
 from jevkedro.pipelines.decision_index.edition import GSM8K, RETIRED, edition_03, run_datasets
@@ -121,34 +121,13 @@ def _decode_lines(path: Path, lines: list[bytes], before: int, out: list[tuple[i
         out.extend(zip(range(before + 1, before + 1 + len(lines)), objs))
         return
     for lineno, raw in enumerate(lines, start=before + 1):
-        if not raw.strip():
-            continue
-        try:
-            text = (raw + newline).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise SourceFormatError(f"{path}:{lineno}: not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1})") from None
-        try:
-            obj = read_source_json(text)  # repeated keys and numbers a double cannot hold are refused
-        except SourceJSONError as exc:
-            raise SourceFormatError(f"{path}:{lineno}: {exc}") from None
-        if not isinstance(obj, dict):
-            raise SourceFormatError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-        out.append((lineno, obj))
-
-
-def _read_json_file(path: Path) -> Any:
-    """A whole JSON source file, read strictly (:func:`~jevkedro.nodes.snapshot.read_source_json`)."""
-    try:
-        return read_source_json(path.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise SourceFormatError(f"{path}: not UTF-8 (byte {exc.start + 1})") from None
-    except SourceJSONError as exc:
-        raise SourceFormatError(f"{path}: {exc}") from None
+        if raw.strip():  # repeated keys and numbers a double cannot hold are refused
+            out.append((lineno, read_source_object(f"{path}:{lineno}", raw + newline)))
 
 
 def read_run_ids(path: Path) -> set[str]:
     """A subset file: a JSON list of run ids, or an object with a ``run_ids`` list."""
-    obj = _read_json_file(path)
+    obj = read_source_document(str(path), path.read_bytes())
     ids = obj.get("run_ids") if isinstance(obj, dict) else obj
     if not isinstance(ids, list) or not all(isinstance(x, str) for x in ids):
         raise SourceFormatError(f"{path}: expected a list of run ids (or an object with 'run_ids')")
@@ -161,7 +140,7 @@ def read_exclusions(path: Path) -> dict[str, Any]:
     Accepted shapes: an object ``{id: {question: reason}}``, or a list of ``{"id": ..., "reasons" |
     "questions": ...}`` objects (or bare id strings).
     """
-    obj = _read_json_file(path)
+    obj = read_source_document(str(path), path.read_bytes())
     if isinstance(obj, dict) and "excluded" in obj:
         obj = obj["excluded"]
     if isinstance(obj, dict):
