@@ -27,25 +27,15 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from process_timing import time_command
+
 ROOT = Path(__file__).resolve().parents[1]
 VIEW = "decision_index"
 
-# Runs one command and prints its wall time and the peak RSS of its process tree's largest process.
-WRAPPER = """
-import resource, subprocess, sys, time
-t0 = time.perf_counter()
-done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
-wall = time.perf_counter() - t0
-if done.returncode:
-    sys.stderr.write(done.stdout[-4000:] + done.stderr[-4000:])
-    raise SystemExit(done.returncode)
-print(wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
-"""
 
 
 def make_project(work: Path) -> Path:
@@ -61,9 +51,8 @@ def make_project(work: Path) -> Path:
 
 def timed(project: Path, args: list[str]) -> tuple[float, int]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "KEDRO_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1"}
-    cmd = [sys.executable, "-c", WRAPPER, sys.executable, "-m", "kedro", "run", *args]
-    out = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, check=True).stdout.split()
-    return float(out[0]), int(out[1])
+    wall, _, rss = time_command([sys.executable, "-m", "kedro", "run", *args], project, env)
+    return wall, rss
 
 
 def write_replay(project: Path, out: Path) -> int:

@@ -31,6 +31,8 @@ import sys
 import time
 from pathlib import Path
 
+from process_timing import time_command
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -63,18 +65,6 @@ res["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps(res))
 """
 
-# Runs one command; prints wall seconds, CPU seconds (user + system) and the peak RSS of its processes.
-WRAPPER = """
-import resource, subprocess, sys, time
-t0 = time.perf_counter()
-done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
-wall = time.perf_counter() - t0
-if done.returncode:
-    sys.stderr.write(done.stdout[-4000:] + done.stderr[-4000:])
-    raise SystemExit(done.returncode)
-ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024)
-"""
 
 
 SRC = [str(ROOT / "src")]  # the package timed; --src points at another checkout's src (a baseline)
@@ -122,10 +112,8 @@ def main() -> None:
         line = (f"repeat {i + 1}: " + ", ".join(f"{k} {s[k][0]:.2f} s (cpu {s[k][1]:.2f})" for k in STAGE_NAMES)
                 + f"; peak RSS {s['peak_rss'] / 2**30:.2f} GiB; gzip -dc|sha256sum {gz_sha[-1]:.2f} s; sha256sum TSV {tsv_sha[-1]:.2f} s")
         if not args.no_kedro:
-            cmd = [sys.executable, "-c", WRAPPER, sys.executable, "-m", "kedro", "run", f"--pipelines={VIEW}",
-                   f"--to-nodes={VIEW}.prepare_snapshot", f"--params={source}"]
-            wall, cpu, rss = subprocess.run(cmd, cwd=project, env=env(), capture_output=True, text=True, check=True).stdout.split()
-            kedro.append((float(wall), float(cpu), int(rss)))
+            kedro.append(time_command([sys.executable, "-m", "kedro", "run", f"--pipelines={VIEW}",
+                                       f"--to-nodes={VIEW}.prepare_snapshot", f"--params={source}"], project, env()))
             line += f"; kedro run {kedro[-1][0]:.1f} s (cpu {kedro[-1][1]:.1f})"
         print(line, flush=True)
     print(f"load average after: {load()}")

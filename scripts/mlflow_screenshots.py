@@ -35,6 +35,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from jevkedro.testing import flattened_replay
+
 ROOT = Path(__file__).resolve().parents[1]
 VIEW = "zh_decision_bench"
 A = "sparrow-nano-general-v1.1"
@@ -53,29 +55,6 @@ def project_copy(dest: Path) -> Path:
     for sub in ("02_snapshots", "07_model_output", "08_reporting"):
         (dest / "data" / sub).mkdir(parents=True, exist_ok=True)
     return dest
-
-
-def flattened_replay(project: Path, out: Path) -> Path:
-    lines = []
-    path = project / "data" / "07_model_output" / A / VIEW / "predictions.jsonl"
-    for k, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
-        rec = json.loads(line)
-        answers = {}
-        for qid, ans in rec["response"]["answers"].items():
-            ans = dict(ans)
-            if isinstance(ans.get("probabilities"), dict):
-                keys = list(ans["probabilities"])
-                vals = [max(float(v), 0.0) ** 0.5 for v in ans["probabilities"].values()]
-                vals = vals[::-1] if k % 3 == 0 else vals
-                ans["probabilities"] = {key: v / sum(vals) for key, v in zip(keys, vals)}
-                ans.pop("choice", None)
-            elif isinstance(ans.get("noul"), (int, float)):
-                p = float(ans["noul"])
-                ans["noul"] = p ** 0.5 / (p ** 0.5 + (1 - p) ** 0.5)
-            answers[qid] = ans
-        lines.append(json.dumps({"request_id": rec["request_id"], "response": {**rec["response"], "answers": answers}}))
-    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return out
 
 
 def run(cmd: list[str], cwd: Path) -> None:
@@ -170,7 +149,7 @@ def main() -> None:
         project = project_copy(Path(args.work or tmp) / "project")
         kedro = [sys.executable, "-m", "kedro", "run", f"--pipelines={VIEW}"]
         run(kedro, project)
-        replay = flattened_replay(project, project / "flattened.jsonl")
+        replay = flattened_replay(project / "data" / "07_model_output" / A / VIEW / "predictions.jsonl", project / "flattened.jsonl")
         run(kedro + [f"--params=model.adapter=replay,model.path={replay},model.name={B}"], project)
         run([sys.executable, "-m", "jevkedro.compare", "--view", VIEW, A, B], project)
         screenshots(project, out, args.chromium)

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from jevkedro.testing import flattened_replay
 from support import ROOT, copy_project, run_kedro
 
 pytestmark = pytest.mark.e2e
@@ -21,33 +22,6 @@ B = "sparrow-flattened"
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def flattened_replay(project, view, out):
-    """Model B: A's recorded answers with every probability vector flattened (p^0.5, renormalised)
-    and, on every third request, the choice probabilities reversed — a different, worse model."""
-    lines = []
-    path = project / "data" / "07_model_output" / A / view / "predictions.jsonl"
-    for k, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
-        rec = json.loads(line)
-        answers = {}
-        for qid, ans in rec["response"]["answers"].items():
-            ans = dict(ans)
-            if isinstance(ans.get("probabilities"), dict):
-                keys = list(ans["probabilities"])
-                vals = [max(float(v), 0.0) ** 0.5 for v in ans["probabilities"].values()]
-                if k % 3 == 0:
-                    vals = vals[::-1]
-                total = sum(vals)
-                ans["probabilities"] = {key: v / total for key, v in zip(keys, vals)}
-                ans.pop("choice", None)
-            elif isinstance(ans.get("noul"), (int, float)):
-                p = float(ans["noul"])
-                ans["noul"] = p ** 0.5 / (p ** 0.5 + (1 - p) ** 0.5)
-            answers[qid] = ans
-        lines.append(json.dumps({"request_id": rec["request_id"], "response": {**rec["response"], "answers": answers}}))
-    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return out
-
-
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     project = copy_project(tmp_path_factory.mktemp("store"), ["zh_decision_bench", "jevalt_bench"])
@@ -55,7 +29,8 @@ def store(tmp_path_factory):
         mp.chdir(project)
         for view in VIEWS:
             run_kedro(project, view)
-            replay = flattened_replay(project, view, project / f"{view}.replay.jsonl")
+            replay = flattened_replay(project / "data" / "07_model_output" / A / view / "predictions.jsonl",
+                                      project / f"{view}.replay.jsonl")
             run_kedro(project, view, params={"model": {"adapter": "replay", "path": str(replay), "name": B}})
         # a view whose inference fails: a FAILED run, clearly marked
         with pytest.raises(Exception, match="nothing.jsonl"):

@@ -358,3 +358,31 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def flattened_replay(predictions: Path, out: Path) -> Path:
+    """A second, worse model made from a recorded one (comparisons in tests and screenshots): a
+    replay file of the answers in ``predictions`` (a predictions.jsonl) with every probability
+    vector flattened (p^0.5, renormalised) and, on every third request, the choice probabilities
+    reversed."""
+    lines = []
+    for k, line in enumerate(Path(predictions).read_text(encoding="utf-8").splitlines()):
+        rec = json.loads(line)
+        answers = {}
+        for qid, ans in rec["response"]["answers"].items():
+            ans = dict(ans)
+            if isinstance(ans.get("probabilities"), dict):
+                keys = list(ans["probabilities"])
+                vals = [max(float(v), 0.0) ** 0.5 for v in ans["probabilities"].values()]
+                if k % 3 == 0:
+                    vals = vals[::-1]
+                total = sum(vals)
+                ans["probabilities"] = {key: v / total for key, v in zip(keys, vals)}
+                ans.pop("choice", None)
+            elif isinstance(ans.get("noul"), (int, float)):
+                p = float(ans["noul"])
+                ans["noul"] = p ** 0.5 / (p ** 0.5 + (1 - p) ** 0.5)
+            answers[qid] = ans
+        lines.append(json.dumps({"request_id": rec["request_id"], "response": {**rec["response"], "answers": answers}}))
+    Path(out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return Path(out)
