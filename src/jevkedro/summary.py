@@ -114,7 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     for line in broken:
         print(line, file=sys.stderr)
     if not reports:
-        print(f"no reports under {root}" + (" for that filter" if args.view or args.model else "; run `kedro run` first"))
+        if broken:
+            print(f"no readable report under {root}: {len(broken)} skipped (named above)")
+        else:
+            print(f"no reports under {root}" + (" for that filter" if args.view or args.model else "; run `kedro run` first"))
         return 1
     table, names = leaderboard(reports)
     print("Headline per view (official headline where the family has one, else accuracy):")

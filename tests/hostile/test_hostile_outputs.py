@@ -145,6 +145,17 @@ def test_the_summary_command_names_a_broken_report_on_stderr_and_reports_the_res
     assert "good" in (tmp_path / "leaderboard.csv").read_text()
 
 
+def test_the_summary_command_says_every_report_was_skipped_when_none_can_be_read(tmp_path, capsys):
+    from jevkedro import summary
+
+    atomic_write_bytes(tmp_path / "a" / "v" / "report.json", b"42")
+    atomic_write_bytes(tmp_path / "b" / "v" / "report.json", b'{"model": "b"')
+    assert summary.main([str(tmp_path)]) == 1
+    out, err = capsys.readouterr()
+    assert f"no readable report under {tmp_path}: 2 skipped" in out and "run `kedro run` first" not in out
+    assert err.count("skipped ") == 2
+
+
 @pytest.mark.parametrize("text, message", [
     (None, r"cannot be read \(No such file or directory\)"),
     (b'{"a": 1', r"not valid JSON \(Expecting ',' delimiter at line 1 column 8\); write it again"),
