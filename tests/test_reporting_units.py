@@ -147,3 +147,18 @@ def test_a_run_left_running_by_a_killed_process_is_marked_failed(tmp_path):
     run_id = tracking.log_view_run(tracking.view_run(report, None, {"snapshot": {"file": str(tmp_path / "x.tsv")}}), uri)
     assert client.get_run(run_id).info.status == "FINISHED"
     assert json.loads(json.dumps(client.get_run(run_id).data.params)) == {"model.adapter": "replay"}
+
+
+def test_mlflow_notices_go_through_the_project_logging_from_the_first_hook():
+    """kedro-mlflow's hook creates the tracking store before any project hook runs, and MLflow
+    prints "Creating initial MLflow database tables..." through its own stderr handler: loading the
+    project's hooks hands MLflow's loggers to conf/logging.yml first (a fresh process, as `kedro run`)."""
+    import subprocess
+    import sys
+
+    code = ("import logging, jevkedro.hooks, mlflow.store.db.utils\n"
+            "for name in ('mlflow', 'alembic'):\n"
+            "    lg = logging.getLogger(name)\n"
+            "    print(name, len(lg.handlers), lg.propagate)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["mlflow", "0", "True", "alembic", "0", "True"]

@@ -33,6 +33,7 @@ def route_library_logs() -> None:
     ("Creating initial MLflow database tables...") would bypass ``conf/logging.yml``; hand them to
     the project's handlers instead (INFO to the log file, warnings to the console)."""
     import mlflow  # noqa: F401  (importing it configures its loggers; undo that after)
+    import mlflow.store.db.utils  # noqa: F401  (the SQL store's module configures alembic's logger on import)
 
     for name in ("mlflow", "alembic", "huey"):
         logger = logging.getLogger(name)

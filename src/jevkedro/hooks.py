@@ -34,6 +34,8 @@ from jevkedro.registry import VIEWS
 
 log = logging.getLogger(__name__)
 console.filter_library_warnings()
+# before any plugin's hook runs: kedro-mlflow creates the tracking store (and MLflow logs that) first
+console.route_library_logs()
 
 CREDENTIALS_KEY = "model_api_keys"
 
@@ -192,7 +194,6 @@ class TrackViewRuns:
             conf = {}
         uri = (conf.get("server") or {}).get("mlflow_tracking_uri") or "sqlite:///mlflow.db"
         self.tracking_uri = resolve_tracking_uri(str(uri), self._project_path)
-        console.route_library_logs()
 
     @hook_impl
     def after_catalog_created(self, catalog, parameters) -> None:
