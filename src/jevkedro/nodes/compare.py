@@ -35,7 +35,9 @@ LEVEL = 0.95
 RESAMPLES = 1000
 SEED = 0
 HEADLINE = ("accuracy", "nll", "brier", "ece")
-_CELLS_PER_CHUNK = 4_000_000  # resample x unit cells held at once (~32 MB of int64 indices)
+# resample x unit cells held at once: 8 MB arrays, which glibc's allocator recycles from chunk to
+# chunk (arrays over its 32 MB limit are mapped afresh and page-faulted on every chunk: 5x slower here)
+_CELLS_PER_CHUNK = 1_000_000
 
 
 # -- resampling units and count matrices ------------------------------------------------------------
@@ -75,6 +77,16 @@ def unit_totals(codes: np.ndarray, n_units: int, columns: np.ndarray) -> np.ndar
     return out
 
 
+def one_blas_thread() -> Any:
+    """A context in which BLAS runs one thread. The resampling products are skinny (a few dozen
+    columns times a chunk of count matrices) and bound by reading the counts: extra BLAS threads
+    add nothing, and where the cores are busy they spin waiting for each other (measured 10x slower
+    on the shared 2-core machine at load 5: 107 ms against 10 ms per product)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 def bootstrap_totals(blocks: Sequence[np.ndarray], resamples: int, seed: int) -> list[np.ndarray]:
     """Resampled totals ``W @ block`` (``B x m``) of each ``(G, m)`` unit-total block, all with the
     same resamples. Each block gets its own product, so equal blocks give bit-identical totals."""
@@ -87,9 +99,10 @@ def bootstrap_totals(blocks: Sequence[np.ndarray], resamples: int, seed: int) ->
     # its entries times the resamples
     columns = [block.T.tocsr() if sparse.issparse(block)  # type: ignore[attr-defined]  # a scipy sparse matrix
                else np.ascontiguousarray(np.asarray(block, dtype=float).T) for block in blocks]
-    for W in resample_counts(n_units, resamples, seed):
-        for k, cols in enumerate(columns):
-            out[k].append(np.asarray(cols @ W.T).T)
+    with one_blas_thread():
+        for W in resample_counts(n_units, resamples, seed):
+            for k, cols in enumerate(columns):
+                out[k].append(np.asarray(cols @ W.T).T)
     return [np.vstack(parts) if parts else np.zeros((0, b.shape[1])) for parts, b in zip(out, blocks)]
 
 
@@ -247,21 +260,45 @@ def _slice_members(t: Terms, slices: Mapping[str, np.ndarray], max_values: int) 
     return (np.column_stack(columns) if columns else np.zeros((len(t), 0), dtype=np.intp)), keys
 
 
-def _slice_unit_totals(t: Terms, member: np.ndarray, n_keys: int, codes: np.ndarray, G: int) -> Any:
-    """Sparse ``(G, 2k)`` unit totals of hits (columns ``0..k-1``) and hard-label questions
-    (``k..2k-1``) per slice value: a unit has entries only for the values its questions take, so
-    the block is O(N x slices), not O(units x values) (duplicate entries are summed)."""
-    from scipy import sparse
+@dataclass(frozen=True)
+class SliceTotals:
+    """Hits and hard-label questions per slice value, resampled through *signatures*.
 
-    n, s = member.shape
-    hard = np.flatnonzero(t.hard)
-    unit = np.repeat(codes[hard], s)
-    value = member[hard].ravel()
-    hit = np.repeat(t.correct[hard].astype(float), s)
-    rows = np.concatenate([unit, unit])
-    cols = np.concatenate([value, value + n_keys])
-    data = np.concatenate([hit, np.ones(len(value))])
-    return sparse.coo_matrix((data, (rows, cols)), shape=(G, 2 * n_keys)).tocsr()
+    A signature is one combination of slice values (one value per slice: a row of ``member``);
+    slice values have few combinations (43 domains x 3 difficulties x 2 languages: 258), far fewer
+    than units. ``by_signature`` is a sparse ``(2S, G)`` matrix: row ``s`` holds each unit's hits
+    among its hard-label questions of signature ``s``, row ``S + s`` their count. A resample's
+    totals per signature are ``by_signature @ w``; per slice value, the sum over the signatures
+    taking that value (``to_keys``, a small ``S x k`` 0/1 matrix). The product costs one entry per
+    (unit, signature) pair and resample (about one per unit), instead of one per question and
+    slice for a units x values block. Every operand is an integer count, so the totals are exact
+    whatever the order of summation."""
+
+    by_signature: Any  # scipy.sparse CSR (2S, G)
+    to_keys: np.ndarray  # (S, k) 0/1: signature s takes slice value j
+
+    @classmethod
+    def of(cls, t: Terms, member: np.ndarray, n_keys: int, codes: np.ndarray, G: int) -> SliceTotals:
+        from scipy import sparse
+
+        hard = np.flatnonzero(t.hard)
+        if not len(hard) or not member.shape[1]:
+            return cls(sparse.csr_matrix((0, G)), np.zeros((0, n_keys)))
+        signatures, sig = np.unique(member[hard], axis=0, return_inverse=True)
+        sig = sig.ravel()
+        S = len(signatures)
+        unit = codes[hard]
+        hits = sparse.csr_matrix((t.correct[hard].astype(float), (sig, unit)), shape=(S, G))  # duplicates summed
+        count = sparse.csr_matrix((np.ones(len(hard)), (sig, unit)), shape=(S, G))
+        to_keys = np.zeros((S, n_keys))
+        to_keys[np.repeat(np.arange(S), signatures.shape[1]), signatures.ravel()] = 1.0
+        return cls(sparse.vstack([hits, count]).tocsr(), to_keys)
+
+    def resampled(self, W: np.ndarray) -> np.ndarray:
+        """``(b, 2k)`` totals: hits per slice value, then hard-label questions, of each row of ``W``."""
+        S = self.to_keys.shape[0]
+        per_sig = np.asarray(self.by_signature @ W.T)  # (2S, b)
+        return np.hstack([per_sig[:S].T @ self.to_keys, per_sig[S:].T @ self.to_keys])
 
 
 def _slice_results(t: Terms, member: np.ndarray, keys: list[tuple[str, str]], boot: np.ndarray,
@@ -306,9 +343,15 @@ def report_intervals(t: Terms, slices: Mapping[str, np.ndarray], units: np.ndarr
         return {name: [None, None] for name in HEADLINE}, {}
     codes, G = unit_codes(t.request_id if units is None else units)
     member, keys = _slice_members(t, slices, max_values)
-    head_block = _headline_unit_totals(t, codes, G)
-    slice_block = _slice_unit_totals(t, member, len(keys), codes, G)
-    boot_head, boot_slices = bootstrap_totals([head_block, slice_block], resamples, seed)
+    head = np.ascontiguousarray(_headline_unit_totals(t, codes, G).T)
+    per_slice = SliceTotals.of(t, member, len(keys), codes, G)
+    parts_head, parts_slices = [], []
+    with one_blas_thread():
+        for W in resample_counts(G, resamples, seed):  # one set of count matrices for both
+            parts_head.append((head @ W.T).T)  # (block^T W^T)^T: see bootstrap_totals
+            parts_slices.append(per_slice.resampled(W))
+    boot_head = np.vstack(parts_head) if parts_head else np.zeros((0, head.shape[0]))
+    boot_slices = np.vstack(parts_slices) if parts_slices else np.zeros((0, 2 * len(keys)))
     values = _headline_of(boot_head)
     head = {name: list(percentile_interval(values[name], level)) for name in HEADLINE}
     return head, (_slice_results(t, member, keys, boot_slices, level) if keys else {})
