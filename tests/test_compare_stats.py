@@ -283,7 +283,7 @@ def test_slice_intervals_through_signatures_equal_a_units_by_values_product():
     for W in C.resample_counts(G, 30, 0, chunk_cells=G * 7):
         assert np.array_equal(by_signature.resampled(W), W @ dense)
     _, per_slice = C.report_intervals(t, slices, resamples=40)
-    W = np.vstack(list(C.resample_counts(G, 40, C.SEED)))
+    W = np.vstack([w.copy() for w in C.resample_counts(G, 40, C.SEED)])
     boot = W @ dense
     for j, (name, value) in enumerate(keys):
         expected = C.percentile_interval(boot[:, j] / boot[:, k + j])
