@@ -3,10 +3,13 @@
 Command (from the project root, after `make setup`; about 20 minutes on the 2-core machine, most of it the 1M size):
 
     .venv/bin/python benchmarks/bench_scoring.py --questions 10000 100000 460000 1000000 --repeats 3
+    .venv/bin/python benchmarks/bench_scoring.py --view zh_decision_bench --questions 100000 --repeats 3
 
 For each size (in its own subprocess, so memory figures do not mix) a synthetic view is written
-the way a run leaves it: a snapshot (``zh_decision_bench`` view name, so the family's reference
-report runs; about 2 questions per request, noul/choice/score with 2-8 candidates, 43 domains x 3
+the way a run leaves it: a snapshot (written as the ``--view`` view, so that family's report runs:
+``typed_decisions`` by default — the reference-protocol report and the family's rules;
+``zh_decision_bench`` adds upstream's per-group question bootstrap, 3 x 1,000 seeded draws of every
+question; about 2 questions per request, noul/choice/score with 2-8 candidates, 43 domains x 3
 difficulties x 2 languages) and a predictions log (answers rounded to 2 decimals as Jev does, so
 some sums fall outside 1 ± 0.01; 0.5% adversarial answers: missing and foreign keys, booleans,
 strings, NaN, 400-digit integers, level-name keys, keys out of order, list-shaped bodies,
@@ -20,8 +23,7 @@ repeated keys). Then, medians over ``--repeats``:
 - ``log open``: ``PredictionLog(path)`` (every line checked, indexed), as the run's dataset loads it;
 - ``score node``: ``steps.score(snapshot, plog, model)`` on a loaded snapshot and an opened log
   (records decoded from the log's bytes): validation, generic metrics with every slice, the
-  bootstrap intervals, risk-coverage, the family's reference report (zh-decision-bench's: the
-  reference-protocol groups and upstream's per-group question bootstrap), the report and the
+  bootstrap intervals, risk-coverage, the family's report (see ``--view``), the report and the
   per-question records;
 - ``part: ...``: the node's parts timed one by one on the same inputs: validation (the question
   table), the overall metrics (together: what the baseline computes), every slice, the bootstrap
@@ -71,7 +73,10 @@ from jevkedro.nodes.validate import build_question_table, judge_request, questio
 from jevkedro.protocol import SnapshotRow, Target
 from jevkedro.registry import family_of
 
-VIEW = "zh_decision_bench"
+# The view the synthetic rows are written as (``--view``; the phases run in subprocesses and read it
+# from the environment): its family's report runs in the score node.
+VIEWS = ("typed_decisions", "zh_decision_bench")
+VIEW = os.environ.get("BENCH_SCORING_VIEW", VIEWS[0])
 DOMAINS = [f"domain-{i:02d}" for i in range(43)]
 
 
@@ -222,7 +227,7 @@ def stage(name: str, fn, repeats: int, results: dict, before=None):
 def make(work: Path, n_questions: int) -> dict:
     """Phase 1 (own process): the snapshot and the predictions log on disk."""
     rows, records = synthetic(n_questions)
-    commit_dataset(PreparedView(view=VIEW, family="zh_decision_bench", data="synthetic", rows=rows, sources=[],
+    commit_dataset(PreparedView(view=VIEW, family=family_of(VIEW).name, data="synthetic", rows=rows, sources=[],
                                 scoring={"note": "bench_scoring synthetic view"}), work / "snap")
     plog = PredictionLog(work / "records.jsonl")  # the answers, in snapshot order: the input of phase 2
     for rec in records:
@@ -330,6 +335,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--questions", type=int, nargs="+", default=[10_000, 100_000, 460_000, 1_000_000])
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--view", choices=VIEWS, default=VIEW,
+                    help="the view the rows are written as, hence the family report the node runs (default %(default)s)")
     ap.add_argument("--phase", nargs=3, help=argparse.SUPPRESS)  # one phase in this process: prints JSON
     args = ap.parse_args()
     if args.phase:
@@ -337,10 +344,12 @@ def main() -> None:
         fn = {"make": make, "io": log_io, "score": score}[name]
         print(json.dumps(fn(Path(work), int(arg))))
         return
+    os.environ["BENCH_SCORING_VIEW"] = args.view  # for the phases' subprocesses
     for n in args.questions:
         res = run_size(n, args.repeats)
         nq, nr = res["questions"], res["requests"]
-        print(f"\n{nq:,} questions, {nr:,} requests (log {res['log_bytes'] / 1e6:.0f} MB, TSV {res['tsv_bytes'] / 1e6:.0f} MB), "
+        print(f"\n{args.view}: {nq:,} questions, {nr:,} requests (log {res['log_bytes'] / 1e6:.0f} MB, "
+              f"TSV {res['tsv_bytes'] / 1e6:.0f} MB), "
               f"medians of {args.repeats}; {res['slices']} slice groups; statuses {res['coverage']}")
         print(f"  {'stage':<24}{'median s':>10}{'s / 1M q':>10}{'peak RSS MiB':>14}{'added B/request':>17}")
         for name, st in res.items():
