@@ -188,8 +188,7 @@ class Terms:
 
 def terms_of(table) -> Terms:
     """:class:`Terms` of a :class:`~jevkedro.nodes.validate.QuestionTable` (public metric functions only)."""
-    stats = M.row_stats(table.P, table.Y, table.K, table.label, table.valid, table.has_target, table.qtype,
-                        level_order=getattr(table, "level_order", None))
+    stats = M.table_stats(table)  # the terms the generic metrics computed (computed once per table)
     keep = ~np.asarray(table.unscored, dtype=bool)
     pred, _ = M.top_label(table.P)
     return Terms(
@@ -505,34 +504,42 @@ def selective_auroc(conf: np.ndarray, correct: np.ndarray) -> float | None:
     return auroc(conf, correct)
 
 
-def risk_coverage(conf: np.ndarray, correct: np.ndarray) -> dict[str, Any]:
+def confidence_order(conf: np.ndarray) -> np.ndarray:
+    """Questions from the most to the least confident, ties in question order (stable)."""
+    return np.argsort(-np.asarray(conf, dtype=float), kind="stable")
+
+
+def risk_coverage(conf: np.ndarray, correct: np.ndarray, order: np.ndarray | None = None) -> dict[str, Any]:
     """Selective prediction: answer only the ``k`` most confident questions (stable order for
     ties), abstain on the rest. ``coverage_k = k / n``, ``risk_k = wrong among the k / k``;
-    ``aurc`` = mean risk over ``k = 1..n`` (the area under the risk–coverage curve)."""
+    ``aurc`` = mean risk over ``k = 1..n`` (the area under the risk–coverage curve).
+    ``order``: :func:`confidence_order` of ``conf``, when the caller has it."""
     c = np.asarray(conf, dtype=float)
     hit = np.asarray(correct, dtype=bool)
     n = len(c)
     if not n:
         return {"coverage": np.zeros(0), "risk": np.zeros(0), "aurc": None}
-    order = np.argsort(-c, kind="stable")
+    order = confidence_order(c) if order is None else order
     k = np.arange(1, n + 1)
     risk = np.cumsum(~hit[order]) / k
     return {"coverage": k / n, "risk": risk, "aurc": float(risk.mean())}
 
 
-def selective_accuracy(conf: np.ndarray, correct: np.ndarray, coverage: float) -> float | None:
+def selective_accuracy(conf: np.ndarray, correct: np.ndarray, coverage: float, order: np.ndarray | None = None) -> float | None:
     """Accuracy on the ``max(1, round(coverage n))`` most confident questions (stable for ties)."""
     c = np.asarray(conf, dtype=float)
     if not len(c):
         return None
     k = max(1, int(round(coverage * len(c))))
-    order = np.argsort(-c, kind="stable")
+    order = confidence_order(c) if order is None else order
     return float(np.asarray(correct, dtype=float)[order[:k]].mean())
 
 
-def coverage_at_risk(conf: np.ndarray, correct: np.ndarray, risk: float = 0.05) -> float | None:
-    """The largest coverage ``k / n`` whose ``k`` most confident answers err at most ``risk``."""
-    rc = risk_coverage(conf, correct)
+def coverage_at_risk(conf: np.ndarray, correct: np.ndarray, risk: float = 0.05, order: np.ndarray | None = None,
+                     rc: dict[str, Any] | None = None) -> float | None:
+    """The largest coverage ``k / n`` whose ``k`` most confident answers err at most ``risk``
+    (``rc``: :func:`risk_coverage` of the same answers, when the caller has it)."""
+    rc = risk_coverage(conf, correct, order) if rc is None else rc
     if not len(rc["risk"]):
         return None
     ok = np.flatnonzero(rc["risk"] <= risk + 1e-12)
