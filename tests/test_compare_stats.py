@@ -259,3 +259,32 @@ def test_headline_unit_totals_equal_the_segment_sums_of_the_per_question_block()
     expected = C.unit_totals(codes, G, C._headline_block(t, t.hard, t.prob, t.ece_rows))
     got = C._headline_unit_totals(t, codes, G)
     assert np.abs(got - expected).max() < 1e-12, np.abs(got - expected).max()
+
+
+def test_slice_intervals_through_signatures_equal_a_units_by_values_product():
+    """Per-slice resampled totals through signatures equal the straightforward dense
+    units x values product, bit for bit, with units whose questions take several slice values."""
+    rng = np.random.default_rng(11)
+    n = 600
+    t = terms(rng.uniform(size=n) < 0.55, conf=rng.uniform(0.3, 1.0, n).round(2), valid=rng.uniform(size=n) < 0.9,
+              rid=np.array([f"r{i // 4:03d}" for i in rng.permutation(n)], dtype=object))
+    t = C.Terms(**{**t.__dict__, "hard": rng.uniform(size=n) < 0.9})  # some questions without a hard label
+    slices = {"domain": rng.choice(["a", "b", "c", "d"], n).astype(object),  # varies within a request
+              "level": rng.choice(["easy", "hard"], n).astype(object)}
+    codes, G = C.unit_codes(t.request_id)
+    member, keys = C._slice_members(t, slices, 50)
+    k = len(keys)
+    dense = np.zeros((G, 2 * k))  # unit x (hits per value, hard questions per value)
+    for i in np.flatnonzero(t.hard):
+        for j in member[i]:
+            dense[codes[i], j] += float(t.correct[i])
+            dense[codes[i], k + j] += 1.0
+    by_signature = C.SliceTotals.of(t, member, k, codes, G)
+    for W in C.resample_counts(G, 30, 0, chunk_cells=G * 7):
+        assert np.array_equal(by_signature.resampled(W), W @ dense)
+    _, per_slice = C.report_intervals(t, slices, resamples=40)
+    W = np.vstack([w.copy() for w in C.resample_counts(G, 40, C.SEED)])
+    boot = W @ dense
+    for j, (name, value) in enumerate(keys):
+        expected = C.percentile_interval(boot[:, j] / boot[:, k + j])
+        assert per_slice[name][value]["accuracy_ci"] == list(expected)

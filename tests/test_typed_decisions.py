@@ -446,3 +446,17 @@ def test_kedro_run_on_the_shipped_sample_with_sparrow_and_replay(tmp_path):
     tags = mlflow_tags(project)
     assert {t["model"] for t in tags} == {"sparrow-nano-general-v1.1", "first-candidate"}
     assert {t["data"] for t in tags} == {"sample"}
+
+
+def test_reference_argmax_of_a_loaded_snapshot_equals_the_rows_own(tmp_path):
+    """The column read from the targets cells alone equals the decoded rows' ``reference_argmax``."""
+    from jevkedro.nodes.snapshot import commit_dataset, load_snapshot
+
+    params = yaml.safe_load((ROOT / "conf/base/parameters_typed_decisions.yml").read_text())["typed_decisions"]
+    prepared = prepare_view("typed_decisions", ROOT / params["prepare"]["source"], data="sample")
+    commit_dataset(prepared, tmp_path)
+    snapshot = load_snapshot(tmp_path, "typed_decisions")
+    table = build_question_table(snapshot, {})
+    from_cells = td.reference_argmax_column(snapshot, table)
+    from_rows = td.reference_argmax_column(_snapshot(list(prepared.rows)), table)
+    assert from_cells.tolist() == from_rows.tolist() and (from_cells >= 0).all()

@@ -35,7 +35,10 @@ LEVEL = 0.95
 RESAMPLES = 1000
 SEED = 0
 HEADLINE = ("accuracy", "nll", "brier", "ece")
-_CELLS_PER_CHUNK = 4_000_000  # resample x unit cells held at once (~32 MB of int64 indices)
+# resample x unit cells of one chunk of count matrices (64 MB of float64): enough resamples per
+# chunk that the unit-total blocks are read a few dozen times in all, not once per resample
+_CELLS_PER_CHUNK = 8_000_000
+_MAX_RESAMPLES_PER_CHUNK = 64
 
 
 # -- resampling units and count matrices ------------------------------------------------------------
@@ -48,15 +51,21 @@ def unit_codes(keys: Sequence[Any] | np.ndarray) -> tuple[np.ndarray, int]:
 
 def resample_counts(n_units: int, resamples: int, seed: int, chunk_cells: int = _CELLS_PER_CHUNK) -> Iterator[np.ndarray]:
     """Count matrices ``W`` (``b x G``, float), chunk by chunk, of ``resamples`` bootstrap draws
-    of ``G`` units with replacement from ``numpy.random.default_rng(seed)``."""
+    of ``G`` units with replacement from ``numpy.random.default_rng(seed)``.
+
+    Each chunk is a view of **one buffer, refilled for the next chunk**: use (or copy) it before
+    asking for the next. The buffer is filled a resample at a time (the generator's stream is the
+    same as drawing the whole chunk at once), so every temporary is one row: a fresh array of
+    the chunk's size would be mapped and page-faulted in again on every chunk (5x slower here)."""
     rng = np.random.default_rng(seed)
-    per_chunk = max(1, chunk_cells // max(n_units, 1))
+    per_chunk = int(np.clip(chunk_cells // max(n_units, 1), 1, _MAX_RESAMPLES_PER_CHUNK))
+    buf = np.empty((min(per_chunk, resamples), n_units))
     done = 0
     while done < resamples:
         b = min(per_chunk, resamples - done)
-        draws = rng.integers(0, n_units, size=(b, n_units), dtype=np.int32)
-        flat = (np.arange(b, dtype=np.int64)[:, None] * n_units + draws).ravel()
-        yield np.bincount(flat, minlength=b * n_units).reshape(b, n_units).astype(float)
+        for r in range(b):
+            buf[r] = np.bincount(rng.integers(0, n_units, size=n_units, dtype=np.int32), minlength=n_units)
+        yield buf[:b]
         done += b
 
 
@@ -75,6 +84,16 @@ def unit_totals(codes: np.ndarray, n_units: int, columns: np.ndarray) -> np.ndar
     return out
 
 
+def one_blas_thread() -> Any:
+    """A context in which BLAS runs one thread. The resampling products are skinny (a few dozen
+    columns times a chunk of count matrices) and bound by reading the counts: extra BLAS threads
+    add nothing, and where the cores are busy they spin waiting for each other (measured 10x slower
+    on the shared 2-core machine at load 5: 107 ms against 10 ms per product)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 def bootstrap_totals(blocks: Sequence[np.ndarray], resamples: int, seed: int) -> list[np.ndarray]:
     """Resampled totals ``W @ block`` (``B x m``) of each ``(G, m)`` unit-total block, all with the
     same resamples. Each block gets its own product, so equal blocks give bit-identical totals."""
@@ -87,9 +106,10 @@ def bootstrap_totals(blocks: Sequence[np.ndarray], resamples: int, seed: int) ->
     # its entries times the resamples
     columns = [block.T.tocsr() if sparse.issparse(block)  # type: ignore[attr-defined]  # a scipy sparse matrix
                else np.ascontiguousarray(np.asarray(block, dtype=float).T) for block in blocks]
-    for W in resample_counts(n_units, resamples, seed):
-        for k, cols in enumerate(columns):
-            out[k].append(np.asarray(cols @ W.T).T)
+    with one_blas_thread():
+        for W in resample_counts(n_units, resamples, seed):
+            for k, cols in enumerate(columns):
+                out[k].append(np.asarray(cols @ W.T).T)
     return [np.vstack(parts) if parts else np.zeros((0, b.shape[1])) for parts, b in zip(out, blocks)]
 
 
@@ -168,8 +188,7 @@ class Terms:
 
 def terms_of(table) -> Terms:
     """:class:`Terms` of a :class:`~jevkedro.nodes.validate.QuestionTable` (public metric functions only)."""
-    stats = M.row_stats(table.P, table.Y, table.K, table.label, table.valid, table.has_target, table.qtype,
-                        level_order=getattr(table, "level_order", None))
+    stats = M.table_stats(table)  # the terms the generic metrics computed (computed once per table)
     keep = ~np.asarray(table.unscored, dtype=bool)
     pred, _ = M.top_label(table.P)
     return Terms(
@@ -247,21 +266,51 @@ def _slice_members(t: Terms, slices: Mapping[str, np.ndarray], max_values: int) 
     return (np.column_stack(columns) if columns else np.zeros((len(t), 0), dtype=np.intp)), keys
 
 
-def _slice_unit_totals(t: Terms, member: np.ndarray, n_keys: int, codes: np.ndarray, G: int) -> Any:
-    """Sparse ``(G, 2k)`` unit totals of hits (columns ``0..k-1``) and hard-label questions
-    (``k..2k-1``) per slice value: a unit has entries only for the values its questions take, so
-    the block is O(N x slices), not O(units x values) (duplicate entries are summed)."""
-    from scipy import sparse
+@dataclass(frozen=True)
+class SliceTotals:
+    """Hits and hard-label questions per slice value, resampled through *signatures*.
 
-    n, s = member.shape
-    hard = np.flatnonzero(t.hard)
-    unit = np.repeat(codes[hard], s)
-    value = member[hard].ravel()
-    hit = np.repeat(t.correct[hard].astype(float), s)
-    rows = np.concatenate([unit, unit])
-    cols = np.concatenate([value, value + n_keys])
-    data = np.concatenate([hit, np.ones(len(value))])
-    return sparse.coo_matrix((data, (rows, cols)), shape=(G, 2 * n_keys)).tocsr()
+    A signature is one combination of slice values (one value per slice: a row of ``member``);
+    slice values have few combinations (43 domains x 3 difficulties x 2 languages: 258), far fewer
+    than units. ``by_signature`` is a sparse ``(2S, G)`` matrix: row ``s`` holds each unit's hits
+    among its hard-label questions of signature ``s``, row ``S + s`` their count. A resample's
+    totals per signature are ``by_signature @ w``; per slice value, the sum over the signatures
+    taking that value (``to_keys``, a small ``S x k`` 0/1 matrix). The product costs one entry per
+    (unit, signature) pair and resample (about one per unit), instead of one per question and
+    slice for a units x values block. Every operand is an integer count, so the totals are exact
+    whatever the order of summation."""
+
+    by_signature: Any  # scipy.sparse CSC (2S, G): times the C-ordered counts' transpose, 2-3x faster than CSR
+    to_keys: np.ndarray  # (S, k) 0/1: signature s takes slice value j
+
+    @classmethod
+    def of(cls, t: Terms, member: np.ndarray, n_keys: int, codes: np.ndarray, G: int) -> SliceTotals:
+        from scipy import sparse
+
+        hard = np.flatnonzero(t.hard)
+        if not len(hard) or not member.shape[1]:
+            return cls(sparse.csc_matrix((0, G)), np.zeros((0, n_keys)))
+        rows = member[hard].astype(np.int64)
+        # one integer per row (mixed radix over the slices' value indices), then unique: np.unique
+        # over rows (axis=0) sorts them as opaque records, about 10x slower
+        code = np.zeros(len(hard), dtype=np.int64)
+        for j in range(rows.shape[1]):
+            code = code * n_keys + rows[:, j]
+        first_of, sig = np.unique(code, return_index=True, return_inverse=True)[1:]
+        signatures = rows[first_of]
+        S = len(signatures)
+        unit = codes[hard]
+        hits = sparse.csc_matrix((t.correct[hard].astype(float), (sig, unit)), shape=(S, G))  # duplicates summed
+        count = sparse.csc_matrix((np.ones(len(hard)), (sig, unit)), shape=(S, G))
+        to_keys = np.zeros((S, n_keys))
+        to_keys[np.repeat(np.arange(S), signatures.shape[1]), signatures.ravel()] = 1.0
+        return cls(sparse.vstack([hits, count]).tocsc(), to_keys)
+
+    def resampled(self, W: np.ndarray) -> np.ndarray:
+        """``(b, 2k)`` totals: hits per slice value, then hard-label questions, of each row of ``W``."""
+        S = self.to_keys.shape[0]
+        per_sig = np.asarray(self.by_signature @ W.T)  # (2S, b)
+        return np.hstack([per_sig[:S].T @ self.to_keys, per_sig[S:].T @ self.to_keys])
 
 
 def _slice_results(t: Terms, member: np.ndarray, keys: list[tuple[str, str]], boot: np.ndarray,
@@ -306,9 +355,15 @@ def report_intervals(t: Terms, slices: Mapping[str, np.ndarray], units: np.ndarr
         return {name: [None, None] for name in HEADLINE}, {}
     codes, G = unit_codes(t.request_id if units is None else units)
     member, keys = _slice_members(t, slices, max_values)
-    head_block = _headline_unit_totals(t, codes, G)
-    slice_block = _slice_unit_totals(t, member, len(keys), codes, G)
-    boot_head, boot_slices = bootstrap_totals([head_block, slice_block], resamples, seed)
+    head = np.ascontiguousarray(_headline_unit_totals(t, codes, G).T)
+    per_slice = SliceTotals.of(t, member, len(keys), codes, G)
+    parts_head, parts_slices = [], []
+    with one_blas_thread():
+        for W in resample_counts(G, resamples, seed):  # one set of count matrices for both
+            parts_head.append((head @ W.T).T)  # (block^T W^T)^T: see bootstrap_totals
+            parts_slices.append(per_slice.resampled(W))
+    boot_head = np.vstack(parts_head) if parts_head else np.zeros((0, head.shape[0]))
+    boot_slices = np.vstack(parts_slices) if parts_slices else np.zeros((0, 2 * len(keys)))
     values = _headline_of(boot_head)
     head = {name: list(percentile_interval(values[name], level)) for name in HEADLINE}
     return head, (_slice_results(t, member, keys, boot_slices, level) if keys else {})
@@ -449,34 +504,42 @@ def selective_auroc(conf: np.ndarray, correct: np.ndarray) -> float | None:
     return auroc(conf, correct)
 
 
-def risk_coverage(conf: np.ndarray, correct: np.ndarray) -> dict[str, Any]:
+def confidence_order(conf: np.ndarray) -> np.ndarray:
+    """Questions from the most to the least confident, ties in question order (stable)."""
+    return np.argsort(-np.asarray(conf, dtype=float), kind="stable")
+
+
+def risk_coverage(conf: np.ndarray, correct: np.ndarray, order: np.ndarray | None = None) -> dict[str, Any]:
     """Selective prediction: answer only the ``k`` most confident questions (stable order for
     ties), abstain on the rest. ``coverage_k = k / n``, ``risk_k = wrong among the k / k``;
-    ``aurc`` = mean risk over ``k = 1..n`` (the area under the risk–coverage curve)."""
+    ``aurc`` = mean risk over ``k = 1..n`` (the area under the risk–coverage curve).
+    ``order``: :func:`confidence_order` of ``conf``, when the caller has it."""
     c = np.asarray(conf, dtype=float)
     hit = np.asarray(correct, dtype=bool)
     n = len(c)
     if not n:
         return {"coverage": np.zeros(0), "risk": np.zeros(0), "aurc": None}
-    order = np.argsort(-c, kind="stable")
+    order = confidence_order(c) if order is None else order
     k = np.arange(1, n + 1)
     risk = np.cumsum(~hit[order]) / k
     return {"coverage": k / n, "risk": risk, "aurc": float(risk.mean())}
 
 
-def selective_accuracy(conf: np.ndarray, correct: np.ndarray, coverage: float) -> float | None:
+def selective_accuracy(conf: np.ndarray, correct: np.ndarray, coverage: float, order: np.ndarray | None = None) -> float | None:
     """Accuracy on the ``max(1, round(coverage n))`` most confident questions (stable for ties)."""
     c = np.asarray(conf, dtype=float)
     if not len(c):
         return None
     k = max(1, int(round(coverage * len(c))))
-    order = np.argsort(-c, kind="stable")
+    order = confidence_order(c) if order is None else order
     return float(np.asarray(correct, dtype=float)[order[:k]].mean())
 
 
-def coverage_at_risk(conf: np.ndarray, correct: np.ndarray, risk: float = 0.05) -> float | None:
-    """The largest coverage ``k / n`` whose ``k`` most confident answers err at most ``risk``."""
-    rc = risk_coverage(conf, correct)
+def coverage_at_risk(conf: np.ndarray, correct: np.ndarray, risk: float = 0.05, order: np.ndarray | None = None,
+                     rc: dict[str, Any] | None = None) -> float | None:
+    """The largest coverage ``k / n`` whose ``k`` most confident answers err at most ``risk``
+    (``rc``: :func:`risk_coverage` of the same answers, when the caller has it)."""
+    rc = risk_coverage(conf, correct, order) if rc is None else rc
     if not len(rc["risk"]):
         return None
     ok = np.flatnonzero(rc["risk"] <= risk + 1e-12)
@@ -556,10 +619,14 @@ def smooth_calibration_band(conf: np.ndarray, correct: np.ndarray, units: np.nda
     cell = np.minimum((c * FINE_BINS).astype(np.intp), FINE_BINS - 1)
     y = np.asarray(correct, dtype=float)
     curves = []
+    # per unit, its questions' count and hits in each fine cell (sparse, integer): a resample's
+    # mass and hits per cell are then one product with its counts, exact in any summation order
+    from scipy import sparse
+
+    mass_of = sparse.csr_matrix((np.ones(len(codes)), (cell, codes)), shape=(FINE_BINS, G))
+    hits_of = sparse.csr_matrix((y, (cell, codes)), shape=(FINE_BINS, G))
     for W in resample_counts(G, resamples, seed):
-        qw = W[:, codes]  # (b, N) question weights
-        mass = np.stack([np.bincount(cell, weights=w, minlength=FINE_BINS) for w in qw])
-        ysum = np.stack([np.bincount(cell, weights=w * y, minlength=FINE_BINS) for w in qw])
+        mass, ysum = np.asarray(mass_of @ W.T).T, np.asarray(hits_of @ W.T).T
         curves.append(_ratio(ysum @ k.T, mass @ k.T))
     arr = np.vstack(curves)
     with warnings.catch_warnings():

@@ -110,6 +110,26 @@ class QuestionLayout:
     def candidates_of(self, i: int) -> list[str]:
         return self.cand_flat[self.cand_start[i]: self.cand_start[i + 1]].tolist()
 
+    def candidate_list_codes(self) -> np.ndarray:
+        """One integer per question, equal for two questions exactly when their candidate lists
+        are equal (same keys, same order): the lists as rows of label codes, ranked by lexsort."""
+        import pandas as pd
+
+        n = len(self.K)
+        if not n:
+            return np.zeros(0, dtype=np.int64)
+        labels = pd.factorize(self.cand_flat)[0] + 1  # 0 pads the rows of shorter lists
+        rows = np.zeros((n, max(self.kmax, 1)), dtype=np.int64)
+        starts = self.cand_start[:-1]
+        pos = np.arange(len(labels)) - np.repeat(starts, self.K)
+        rows[np.repeat(np.arange(n), self.K), pos] = labels
+        order = np.lexsort(rows.T[::-1])
+        ranked = rows[order]
+        new = np.r_[True, (ranked[1:] != ranked[:-1]).any(axis=1)]
+        codes = np.empty(n, dtype=np.int64)
+        codes[order] = np.cumsum(new) - 1
+        return codes
+
     def question_ids_of(self, r: int) -> list[str]:
         return self.question_ids[self.q_start[r]: self.q_start[r + 1]]
 

@@ -258,7 +258,8 @@ def summarize(
     return aggregate(stats, np.zeros(len(label), dtype=np.intp), 1, ece_bins)[0]
 
 
-def _table_stats(table) -> dict[str, np.ndarray]:
+def table_stats(table) -> dict[str, np.ndarray]:
+    """:func:`row_stats` of a question table, computed once and kept on the table."""
     cached = getattr(table, "_row_stats", None)
     if cached is None:
         cached = row_stats(table.P, table.Y, table.K, table.label, table.valid, table.has_target, table.qtype,
@@ -272,7 +273,7 @@ def summarize_table(table, mask: np.ndarray | None = None) -> dict[str, Any]:
     unscored (diagnostic) questions count in nothing."""
     m = np.ones(len(table), dtype=bool) if mask is None else mask
     m = m & ~table.unscored
-    stats = {k: v[m] for k, v in _table_stats(table).items()}
+    stats = {k: v[m] for k, v in table_stats(table).items()}
     return aggregate(stats, np.zeros(int(m.sum()), dtype=np.intp), 1)[0]
 
 
@@ -303,7 +304,7 @@ def by_slice(table, name: str) -> dict[str, dict[str, Any]]:
     if coded is None:
         return {}
     values, codes = coded
-    stats = {k: v[keep] for k, v in _table_stats(table).items()}
+    stats = {k: v[keep] for k, v in table_stats(table).items()}
     groups = aggregate(stats, codes, len(values))
     return {v: g for v, g in zip(values, groups) if v != ""}
 

@@ -128,13 +128,14 @@ def selective_summary(table: QuestionTable, points: int = 50, terms: stats.Terms
     terms = stats.terms_of(table) if terms is None else terms
     rows = terms.ece_rows
     conf, hit = terms.conf[rows], terms.correct[rows]
-    rc = stats.risk_coverage(conf, hit)
+    order = stats.confidence_order(conf)  # one sort for the curve and every point on it
+    rc = stats.risk_coverage(conf, hit, order)
     n = len(conf)
     idx = np.unique(np.linspace(0, n - 1, min(points, n)).round().astype(int)) if n else np.zeros(0, dtype=int)
     return {
         "n": int(n),
-        "accuracy_at_coverage": {f"{c:g}": stats.selective_accuracy(conf, hit, c) for c in SELECTIVE_COVERAGES},
-        "coverage_at_risk_5pct": stats.coverage_at_risk(conf, hit, 0.05),
+        "accuracy_at_coverage": {f"{c:g}": stats.selective_accuracy(conf, hit, c, order) for c in SELECTIVE_COVERAGES},
+        "coverage_at_risk_5pct": stats.coverage_at_risk(conf, hit, 0.05, order, rc),
         "aurc": rc["aurc"],
         "auroc": stats.selective_auroc(conf, hit),
         "curve": {"coverage": rc["coverage"][idx].round(6).tolist(), "risk": rc["risk"][idx].round(6).tolist()},

@@ -615,6 +615,20 @@ class SnapshotRows(Sequence[SnapshotRow]):
                     self[i]
         return iter(self._rows)  # type: ignore[arg-type]  # every row decoded just above
 
+    def cells(self, column: str, decoder: Any) -> list[Any]:
+        """One column of every row, each cell decoded by ``decoder`` (a msgspec decoder of just
+        the part a scorer reads), without building the rows: a family scorer that needs one field
+        of every target reads it in about a tenth of the time a row takes."""
+        at = COLUMNS.index(column)
+        out = []
+        for i in range(len(self)):
+            text = self.line(i).split(b"\t", at + 1)[at]
+            try:
+                out.append(decoder.decode(text))
+            except (msgspec.DecodeError, RecursionError) as exc:
+                raise self._reader.cell_error(self._linenos[i], column, text, exc) from None
+        return out
+
     def passing(self) -> Iterator[SnapshotRow]:
         """Every row in order, like iterating, but a row not decoded yet is decoded for the caller
         only and not kept: a single pass over a view (the official scorer) then holds one row at

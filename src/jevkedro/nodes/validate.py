@@ -301,7 +301,14 @@ class QuestionTable:
 
     @property
     def valid(self) -> np.ndarray:
-        return self.status == "ok"
+        """``status == "ok"``, computed once per status array (a comparison of N Python strings,
+        asked for by every metric and group of a report: ~100 times per view)."""
+        cached = self.__dict__.get("_valid")
+        if cached is None or cached[0] is not self.status:
+            mask = self.status == "ok"
+            mask.flags.writeable = False
+            cached = self.__dict__["_valid"] = (self.status, mask)
+        return cached[1]
 
 
 def _layout_of(rows: Any):

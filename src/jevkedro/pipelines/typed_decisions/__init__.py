@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from jevkedro.config import PrepareOptions
@@ -36,7 +37,7 @@ from jevkedro.family import Release, check_data_kind, expected_for, family_manif
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.parquet_source import read_parquet_rows, where
 from jevkedro.nodes.reference import reference_report
-from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFormatError, check_source, json_cell
+from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SnapshotRows, SourceFormatError, check_source, json_cell
 from jevkedro.nodes.validate import SUM_TOLERANCE, QuestionTable
 from jevkedro.protocol import NOUL_ORDER_FALSE_FIRST, SnapshotRow, Target
 
@@ -290,11 +291,31 @@ def teacher_agreement(table: QuestionTable, mask: np.ndarray) -> dict[str, Any]:
     }
 
 
+class _ReferenceTarget(msgspec.Struct):
+    reference_argmax: Any = -1
+
+
+_REFERENCE_TARGETS = msgspec.json.Decoder(dict[str, _ReferenceTarget])
+
+
 def reference_argmax_column(snapshot: Snapshot, table: QuestionTable) -> np.ndarray:
-    """``reference_argmax`` of every question, aligned with ``table`` (same row/question order)."""
-    out = np.array([row.targets[q].extra.get("reference_argmax", -1)
-                    for row in snapshot.rows for q in row.request["questions"]], dtype=int)
-    qids = [q for row in snapshot.rows for q in row.request["questions"]]
+    """``reference_argmax`` of every question, aligned with ``table`` (same row/question order).
+    A loaded snapshot's targets cells are decoded for that field alone (no row is built)."""
+    out_list: list[int] = []
+    qids: list[str] = []
+    rows = snapshot.rows
+    if isinstance(rows, SnapshotRows):
+        layout = rows.layout
+        targets = rows.cells("targets", _REFERENCE_TARGETS)
+        for r, q in zip(layout.request_index.tolist(), layout.question_ids):
+            out_list.append(targets[r][q].reference_argmax)
+        qids = list(layout.question_ids)
+    else:
+        for row in rows:
+            for q in row.request["questions"]:
+                out_list.append(row.targets[q].extra.get("reference_argmax", -1))
+                qids.append(q)
+    out = np.array(out_list, dtype=int)
     if len(out) != len(table) or qids != table.question_id.tolist():
         raise ValueError("question table and snapshot are not aligned")
     return out
@@ -316,11 +337,13 @@ def card_compatible(table: QuestionTable, reference_argmax: np.ndarray, mask: np
     }
 
 
-def exposure(predictions: Mapping[str, Mapping[str, Any]], fitted: list[str]) -> dict[str, Any]:
+def exposure(predictions: Mapping[str, Mapping[str, Any]], fitted: list[str], models: Iterable[Any] | None = None) -> dict[str, Any]:
     """The model's data-exposure class: ``fitted`` for models known to be fine-tuned on this
     dataset's train split, else ``general`` (no such exposure recorded). Never rank the two
-    classes together without saying so."""
-    ids = sorted({str(r["model"]) for r in predictions.values() if r.get("model")})
+    classes together without saying so. ``models``: the resolved model of every record, when the
+    question table already read them (else each record of ``predictions`` is read for it)."""
+    models = (r.get("model") for r in predictions.values()) if models is None else models
+    ids = sorted({str(m) for m in models if m})
     is_fitted = any(f in i for i in ids for f in fitted)
     return {"model_ids": ids, "class": "fitted" if is_fitted else "general",
             "known_fitted_models": fitted,
@@ -337,8 +360,8 @@ def evaluate(snapshot: Snapshot, table: QuestionTable, predictions: Mapping[str,
     def grouped(fn, *args):
         out = {"overall": fn(table, *args, everything)}
         for name, col in (("by_domain", "domain"), ("by_type", "type")):
-            values = table.slices[col]
-            out[name] = {v: fn(table, *args, values == v) for v in sorted(set(values.tolist()))}
+            values, codes = np.unique(np.asarray(table.slices[col]).astype(str), return_inverse=True)
+            out[name] = {v: fn(table, *args, codes == j) for j, v in enumerate(values.tolist())}
         return out
 
     return reference_report(
@@ -349,5 +372,6 @@ def evaluate(snapshot: Snapshot, table: QuestionTable, predictions: Mapping[str,
         teacher_agreement={"note": TEACHER_NOTE, **grouped(teacher_agreement)},
         card_compatible={"secondary": True, **grouped(card_compatible, ref)},
         label_differs_from_reference_argmax=int(label_vs_ref.sum()),
-        exposure=exposure(predictions, manifest["release"]["fitted_models"]),
+        exposure=exposure(predictions, manifest["release"]["fitted_models"],
+                          table.requests.model if getattr(table, "requests", None) is not None else None),
     )

@@ -28,11 +28,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from jevkedro.config import PrepareOptions
 from jevkedro.family import Release, check_data_kind, expected_for, family_manifest, make_prepare, wire_question
 from jevkedro.nodes import compare as stats
 from jevkedro.nodes import metrics as M
+from jevkedro.nodes.layout import question_layout
 from jevkedro.nodes.reference import reference_report
 from jevkedro.nodes.snapshot import PreparedView, Snapshot, SourceFormatError, check_source, read_jsonl
 from jevkedro.nodes.validate import QuestionTable
@@ -142,11 +144,12 @@ def upstream_metrics(snapshot: Snapshot | None, table: QuestionTable) -> dict[st
     valid = live & table.valid
     pred, conf = M.top_label(table.P)
     correct = valid & (pred == table.label)
-    if snapshot is not None:  # upstream's "same structure": the same candidate labels
-        candidates = {row.request_id: row.candidates for row in snapshot.rows}
-        structure = [tuple(candidates[r][q]) for r, q in zip(table.request_id, table.question_id)]
+    layout = None if snapshot is None else getattr(snapshot, "layout", None) or question_layout(list(snapshot.rows))
+    if layout is not None and len(layout) == len(table):  # upstream's "same structure": the same candidate labels
+        structure = layout.candidate_list_codes()
     else:  # without the snapshot: question id and candidate count (the same partition on v0.2)
-        structure = [(q, int(k)) for q, k in zip(table.question_id, table.K)]
+        structure = pd.factorize(pd.MultiIndex.from_arrays([np.asarray(table.question_id, dtype=object),
+                                                            np.asarray(table.K)]))[0]
     domain, question = table.slices["domain"], table.question_id
     keys = {("ALL", "ALL"): live}
     for q in sorted(set(question[live].tolist())):
@@ -160,7 +163,7 @@ def upstream_metrics(snapshot: Snapshot | None, table: QuestionTable) -> dict[st
         if not n:
             continue
         c, hit = conf[rows], correct[rows]
-        same = len({structure[i] for i in np.flatnonzero(rows)}) == 1
+        same = bool(structure[rows].min() == structure[rows].max())
         k = int(table.K[np.flatnonzero(rows)[0]])
         order = np.argsort(-c)  # upstream: np.argsort(-conf), first round(n/2) kept
         groups[f"{d}/{q}"] = {
