@@ -169,6 +169,15 @@ def assert_same(fast, ref):
     assert fast.P.shape == ref.P.shape
 
 
+def assert_same_request_columns(fast, view, preds):
+    """The report's request-level columns equal those read record by record from generic dicts."""
+    from jevkedro.nodes.fast_validate import RequestColumns
+
+    ref = RequestColumns.of(preds, [row.request_id for row in view])
+    assert fast.requests.columns() == ref.columns()
+    assert fast.requests.unattempted == ref.unattempted
+
+
 @st.composite
 def views(draw):
     view = draw(rows())
@@ -179,7 +188,9 @@ def views(draw):
 @given(views())
 def test_fast_path_equals_reference_on_python_records(case):
     view, preds = case
-    assert_same(build_question_table(view, preds), reference_question_table(view, preds))
+    fast = build_question_table(view, preds)
+    assert_same(fast, reference_question_table(view, preds))
+    assert_same_request_columns(fast, view, preds)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -196,7 +207,9 @@ def test_fast_path_equals_reference_on_a_predictions_log(case):
         plog.close()
         plog = PredictionLog(plog.path)
         reread = {rid: plog.records[rid] for rid in plog.records}
-        assert_same(build_question_table(view, plog.records), reference_question_table(view, reread))
+        fast = build_question_table(view, plog.records)
+        assert_same(fast, reference_question_table(view, reread))
+        assert_same_request_columns(fast, view, reread)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -212,6 +212,7 @@ def _generic(raw: Any) -> Any:
 
 
 _EMPTY: dict[str, Any] = {}
+_NO_FIELDS = Record()  # a stand-in while the columns are mapped; its fields are replaced
 _get_latency, _get_first = attrgetter("latency_s"), attrgetter("first")
 _get_cost, _get_model, _get_failure = attrgetter("cost_usd"), attrgetter("model"), attrgetter("failure")
 
@@ -246,21 +247,20 @@ def _judge_batch(layout: QuestionLayout, rows: Sequence[SnapshotRow], batch: lis
     rs: list[Any] = list(map(position.get, rids))  # None for an id the snapshot lacks (set apart below)
     typed = all(map(_is_not_none, recs))
     generic = {} if typed else {i: _generic(raws[i]) for i, rec in enumerate(recs) if rec is None}
-    # request-level columns, in the records' order
-    if typed:
-        statuses = list(map(_status_or_none, recs))
-        cols.status.extend(statuses)
-        cols.latency_s.extend(map(_get_latency, recs))
-        cols.first.extend(map(_get_first, recs))
-        cols.cost_usd.extend(map(_get_cost, recs))
-        cols.model.extend(map(_get_model, recs))
-        cols.failure.extend(map(_get_failure, recs))
-    else:
-        fields = [(_status_or_none(rec), rec.latency_s, rec.first, rec.cost_usd, rec.model, rec.failure)
-                  if rec is not None else _generic_fields(generic[i]) for i, rec in enumerate(recs)]
-        for col, values in zip(cols.columns(), zip(*fields)):
-            col.extend(values)
-        statuses = [f[0] if recs[i] is not None else _generic_status(generic[i]) for i, f in enumerate(fields)]
+    # request-level columns, in the records' order: C-level maps over the typed records (a record
+    # that did not decode typed, e.g. one holding NaN, is read from its generic form and patched in)
+    as_typed = recs if typed else [_NO_FIELDS if rec is None else rec for rec in recs]
+    statuses = list(map(_status_or_none, as_typed))
+    columns = [statuses, list(map(_get_latency, as_typed)), list(map(_get_first, as_typed)), list(map(_get_cost, as_typed)),
+               list(map(_get_model, as_typed)), list(map(_get_failure, as_typed))]
+    if not typed:
+        columns[0] = list(statuses)  # the report's column keeps a generic record's own status (or None) ...
+        for i in generic:
+            for col, value in zip(columns, _generic_fields(generic[i])):
+                col[i] = value
+            statuses[i] = _generic_status(generic[i])  # ... judging reads a record without one as unattempted
+    for col, values in zip(cols.columns(), columns):
+        col.extend(values)
     known = [i for i, r in enumerate(rs) if r is not None]  # records for requests the snapshot has
     if len(known) != len(rs):
         new_index = {old: new for new, old in enumerate(known)}
