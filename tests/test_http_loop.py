@@ -182,7 +182,7 @@ class BuggySystemOne(SystemOneAdapter):
     """A remote adapter with a bug on one request, raised while other requests are in flight."""
 
     def prepare(self, request):
-        if request["state"]["ticket"] == "r00000":
+        if request["state"]["ticket"] == "r00003":
             raise RuntimeError("adapter bug")
         return super().prepare(request)
 
@@ -195,8 +195,8 @@ def test_an_adapter_bug_on_the_loop_keeps_the_answers_in_flight(tmp_path):
             _run(tmp_path, settings, synthetic_rows(12), adapter=adapter)
         sent = srv.total
     kept = PredictionLog(tmp_path / "out" / "predictions.jsonl").records
-    # the three requests sent beside the broken one were answered and kept; nothing more was sent
-    assert sorted(kept) == ["r00001", "r00002", "r00003"] and sent == 3
+    # the three requests sent before the broken one were answered and kept; nothing more was sent
+    assert sorted(kept) == ["r00000", "r00001", "r00002"] and sent == 3
     assert all(r["status"] == "ok" for r in kept.values())
 
 

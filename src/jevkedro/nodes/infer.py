@@ -841,43 +841,45 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
 
 async def _ask_on_loop(adapter: Adapter, pending: Iterator[tuple[str, dict[str, Any]]], engine: EngineSettings,
                        col: _Collector, halt: threading.Event) -> None:
-    """The remote loop of :func:`ask_all` as coroutines: at most ``engine.concurrency`` requests in
-    flight on this one thread, records taken in completion order, the same stop rules."""
+    """The remote loop of :func:`ask_all` as coroutines on this one thread: ``engine.concurrency``
+    workers, each taking the next request in snapshot order, asking it, recording its outcome and
+    only then taking another, so at most that many are in flight and every answer is recorded as
+    it completes. (Workers rather than one dispatcher woken per completion: a request's successor
+    is sent right after its own record, not after every record of the same loop turn, which kept
+    requests in lock-step batches.)"""
     halted = asyncio.Event()  # halt as the loop sees it: ends retry waits at once
-    inflight: dict[asyncio.Task[_Outcome], str] = {}
 
-    def fill() -> None:
-        while not halt.is_set() and len(inflight) < engine.concurrency:
+    async def worker() -> None:
+        while not halt.is_set():
             nxt = next(pending, None)
             if nxt is None:
                 return
-            task = asyncio.ensure_future(_call_async(adapter, nxt[0], nxt[1], engine.retry, halt, halted))
-            inflight[task] = nxt[0]
+            try:
+                outcome = await _call_async(adapter, nxt[0], nxt[1], engine.retry, halt, halted)
+                col.take(outcome)
+            except BaseException:
+                halt.set()  # an adapter bug or the writer's failure: send nothing more
+                halted.set()
+                raise
+            if halt.is_set():
+                halted.set()
 
+    workers = [asyncio.ensure_future(worker()) for _ in range(engine.concurrency)]
     try:
         try:
-            fill()
-            while inflight:
-                finished, _ = await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
-                for task in finished:
-                    inflight.pop(task)
-                    col.take(task.result())
-                if halt.is_set():
-                    halted.set()
-                fill()
+            await asyncio.wait(workers)
         except BaseException:
-            # An adapter bug or Ctrl-C (the loop's runner cancels this task): send nothing more, but
-            # keep the answers of the requests already in flight before the error propagates.
+            # Ctrl-C (the loop's runner cancels this task): send nothing more, but let the requests
+            # already in flight finish and be recorded before the interruption propagates.
             halt.set()
             halted.set()
-            if inflight:
-                await asyncio.wait(inflight)
-            for task, rid in inflight.items():
-                try:
-                    col.take(task.result())
-                except Exception:  # that request's own failure, or the writer's: nothing more to keep
-                    log.exception("%s: lost while the run was failing", rid)
+            await asyncio.wait(workers)
             raise
+        failed = [t.exception() for t in workers if t.exception() is not None]
+        for extra in failed[1:]:  # a failure while the run was already failing: nothing more to keep
+            log.error("lost while the run was failing: %r", extra)
+        if failed:
+            raise failed[0]
     finally:
         await adapter.aclose()
 
