@@ -294,3 +294,13 @@ def test_dask_workers_take_the_loop_path(tmp_path):
         assert srv.total == 20
     assert summary["statuses"] == {"ok": 19, "error": 1}
     assert records["r00007"]["failure"] == "server"
+
+
+def test_asked_from_a_thread_that_already_runs_an_event_loop(tmp_path):
+    """A notebook cell (or any async caller) runs inside an event loop: the run still works."""
+    with LoopbackServer() as srv:
+        async def inside_a_loop():
+            return _run(tmp_path, _settings(srv, concurrency=3), synthetic_rows(9))
+
+        summary, records = asyncio.run(inside_a_loop())
+    assert summary["statuses"] == {"ok": 9} and len(records) == 9

@@ -1,7 +1,14 @@
 """Shared HTTP client layer of the remote adapters (System One, OpenAI-compatible).
 
-One :class:`httpx.Client` per adapter, shared by the engine's worker threads (httpx clients are
-thread-safe and pool connections). What every remote adapter needs lives here:
+Two transports carry the same requests. By default the engine awaits :meth:`HttpAdapter.answer_async`
+on one event loop (:mod:`jevkedro.models.http_loop`: keep-alive HTTP/1.1 on asyncio streams, one
+connection pool per loop, no thread per request in flight). :meth:`HttpAdapter.answer` goes through
+one :class:`httpx.Client` per adapter, thread-safe and pooled: the thread path, taken when a proxy
+variable (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``) is set, which httpx honours and the loop
+transport does not. A subclass writes only its wire format (:meth:`HttpAdapter.prepare`: the bytes
+to POST; :meth:`HttpAdapter.finish`: the result from the reply); everything after the bytes arrive
+(:meth:`HttpAdapter.reply_from`, :class:`CappedBody`, the failure results) is shared by both
+transports. What every remote adapter needs lives here:
 
 - **Key handling.** ``model.api_key_env`` names an environment variable; its value is sent as
   ``Authorization: Bearer <key>``. An empty name (``''``, ``none``, ``-``) sends no
@@ -17,14 +24,16 @@ thread-safe and pool connections). What every remote adapter needs lives here:
   failure (the server's reply is unusable, like a malformed one: a run of them stops the run) and
   is not retried (the same request would fetch the same body).
 - **Per-request deadline.** ``model.timeout_s`` bounds the whole request (connect, send and the
-  body read chunk by chunk); a request past it is an ``error`` with failure ``timeout``. Every
-  single network wait is also bounded by ``timeout_s`` (httpx) and the deadline is checked as
+  body read chunk by chunk); a request past it is an ``error`` with failure ``timeout``. On the
+  event loop the deadline is exact (one timer around the whole exchange). On the thread path
+  every single network wait is bounded by ``timeout_s`` (httpx) and the deadline is checked as
   each body chunk arrives, so the worst case (a wait that starts just before the deadline) ends
   about 2 × ``timeout_s`` after the request started.
 - **Status mapping** (docs/protocol.md §2 and the engine's stop rules): 401/403 and 429 raise
   :class:`StopRun` (429 carries ``retry-after`` so a retry policy may wait it out); 413/422 are an
   error for this request only (failure ``request``); any other non-2xx status is failure
-  ``server``; a dropped connection or reset is ``connection``; a 2xx body that is not JSON, or
+  ``server``; a refused, dropped or reset connection, or a reply that is not HTTP/1.x, is
+  ``connection`` (its error text names the transport's exception); a 2xx body that is not JSON, or
   whose ``Content-Encoding`` cannot be decoded, is ``malformed`` (its text is kept as returned). A JSON body is read by
   :func:`jevkedro.nodes.jsonparse.parse_json`: a key it repeats is reported
   (:attr:`HttpReply.duplicate_keys`) and a number beyond the double range (a 5,000-digit integer)
@@ -139,16 +148,14 @@ class HttpAdapter(Adapter):
         name = self.default_key_env if api_key_env is None else str(api_key_env)
         self.key_env = None if name is None or name.strip().lower() in NO_AUTH_NAMES else name.strip()
         self.redactor = Redactor(None)
-        self._client: Any = None  # an httpx.Client, made by setup()
+        self._client: Any = None  # an httpx.Client, made on the thread path's first request
         self._headers: dict[str, str] | None = None  # what every request carries, set by setup()
         self._pools: dict[Any, Any] = {}  # event loop -> its http_loop.ConnectionPool
-        self._pools_lock = threading.Lock()  # Dask worker threads may each run a loop
+        self._pools_lock = threading.Lock()  # Dask worker threads may each run a loop; guards _client too
         self.event_loop = False  # whether answer_async may be used (decided by setup())
 
     # -- lifecycle -------------------------------------------------------------------------
     def setup(self) -> None:
-        import httpx
-
         # httpx logs every request at INFO; at 100k requests that drowns the progress lines.
         if logging.getLogger("httpx").level == logging.NOTSET:
             logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -166,12 +173,24 @@ class HttpAdapter(Adapter):
         self._headers = headers
         # A proxy named in the environment is honoured by httpx only: such runs take the thread path.
         self.event_loop = not proxy_in_environment()
-        self._client = httpx.Client(
-            headers=headers,
-            timeout=httpx.Timeout(self.timeout_s),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
-            follow_redirects=False,
-        )
+
+    def _httpx_client(self) -> Any:
+        """The thread path's httpx.Client, made on its first use (loading its CA bundle costs
+        ~0.1 s of CPU that a run on the event loop never needs)."""
+        import httpx
+
+        if self._client is None:
+            if self._headers is None:
+                raise RuntimeError(f"{self.kind}: setup() was not called")
+            with self._pools_lock:
+                if self._client is None:
+                    self._client = httpx.Client(
+                        headers=self._headers,
+                        timeout=httpx.Timeout(self.timeout_s),
+                        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+                        follow_redirects=False,
+                    )
+        return self._client
 
     def close(self) -> None:
         if self._client is not None:
@@ -179,9 +198,12 @@ class HttpAdapter(Adapter):
             self._client = None
         with self._pools_lock:
             left, self._pools = list(self._pools.values()), {}
-        for pool in left:  # only loops that ended without aclose() (their sockets die with them)
+        for pool in left:  # only loops that ended without aclose() (an interpreter-level interrupt)
             for _, writer in pool.idle:
-                writer.transport.abort()
+                try:
+                    writer.transport.abort()
+                except RuntimeError:  # its loop is closed: the socket goes with the transport
+                    pass
 
     def _pool(self) -> Any:
         """The connection pool of the running event loop (made on first use)."""
@@ -279,13 +301,12 @@ class HttpAdapter(Adapter):
         error result (or StopRun). :meth:`post_async` is the same request on the event loop."""
         import httpx
 
-        if self._client is None:
-            raise RuntimeError(f"{self.kind}: setup() was not called")
+        client = self._httpx_client()
         url = self.endpoint + path
         deadline = time.monotonic() + self.timeout_s
         body = CappedBody(self.max_response_bytes)
         try:
-            with self._client.stream("POST", url, **kwargs) as resp:
+            with client.stream("POST", url, **kwargs) as resp:
                 status, headers = resp.status_code, resp.headers
                 if not body.refuse_declared(headers.get("content-length", "")):
                     for chunk in resp.iter_bytes():

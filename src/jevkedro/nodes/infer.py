@@ -839,6 +839,31 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     return uvloop.new_event_loop
 
 
+def _run_on_a_loop(make: Callable[[], Any]) -> None:
+    """Run the coroutine ``make()`` on a new event loop in this thread, or, when this thread already
+    runs one (a notebook, an async caller), in one helper thread: a loop cannot be nested."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # the usual case: no loop here
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            runner.run(make())
+        return
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+                runner.run(make())
+        except BaseException as exc:  # handed to the caller's thread
+            failure.append(exc)
+
+    helper = threading.Thread(target=run, name="jevkedro-ask-loop")
+    helper.start()
+    helper.join()
+    if failure:
+        raise failure[0]
+
+
 async def _ask_on_loop(adapter: Adapter, pending: Iterator[tuple[str, dict[str, Any]]], engine: EngineSettings,
                        col: _Collector, halt: threading.Event) -> None:
     """The remote loop of :func:`ask_all` as coroutines on this one thread: ``engine.concurrency``
@@ -895,8 +920,7 @@ def ask_all(adapter: Adapter, items: Iterable[tuple[str, dict[str, Any]]], engin
     col = _Collector(adapter, engine, sha, emit, halt, first_state if first_state is not None else {"taken": False})
     pending = iter(items)
     if adapter.remote and adapter.event_loop:
-        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-            runner.run(_ask_on_loop(adapter, pending, engine, col, halt))
+        _run_on_a_loop(lambda: _ask_on_loop(adapter, pending, engine, col, halt))
     elif adapter.remote:  # adapters without an event-loop path (or taking the thread path, see models/http.py)
         inflight: dict[Any, str] = {}
         with ThreadPoolExecutor(max_workers=engine.concurrency, thread_name_prefix="jevkedro-ask") as pool:
