@@ -169,24 +169,29 @@ def main() -> None:
                 rows = synthetic_rows(n, prefix=f"c{c}-")
                 snapshot = synthetic_snapshot(tmp / f"snap{c}", rows)
                 ideal = c / args.delay_s
-                for transport in ["bare", *args.transport]:
-                    runs, server_cpu = [], []
-                    for _ in range(args.repeats):
+                transports = ["bare", *args.transport]
+                runs: dict[str, list] = {t: [] for t in transports}
+                server_cpu: dict[str, list] = {t: [] for t in transports}
+                for _ in range(args.repeats):  # the transports take turns, so each repeat shares one load
+                    for transport in transports:
                         s0 = process_cpu_s(server.pid)
-                        runs.append(bare_loop(endpoint, rows, c) if transport == "bare" else
-                                    timed_run_cpu(snapshot, {**base, "concurrency": c}, tmp, transport))
-                        server_cpu.append(process_cpu_s(server.pid) - s0)
-                    rates = [n / w for w, _ in runs]
-                    cpu_ms = statistics.median(cpu for _, cpu in runs) / n * 1e3
-                    server_ms = statistics.median(server_cpu) / n * 1e3
+                        runs[transport].append(bare_loop(endpoint, rows, c) if transport == "bare" else
+                                               timed_run_cpu(snapshot, {**base, "concurrency": c}, tmp, transport))
+                        server_cpu[transport].append(process_cpu_s(server.pid) - s0)
+                for transport in transports:
+                    rates = [n / w for w, _ in runs[transport]]
+                    cpu_ms = statistics.median(cpu for _, cpu in runs[transport]) / n * 1e3
+                    server_ms = statistics.median(server_cpu[transport]) / n * 1e3
+                    # the share of a core the client got: under other load it caps the rate (rate = share / CPU per request)
+                    share = statistics.median(cpu / w for w, cpu in runs[transport])
                     row = {"requests": n, "ideal_req_s": ideal, "median_req_s": statistics.median(rates),
                            "fraction_of_ideal": statistics.median(rates) / ideal,
                            "client_cpu_ms_per_request": cpu_ms, "server_cpu_ms_per_request": server_ms,
-                           "runs_req_s": [round(r, 1) for r in rates], "load_average": load()}
+                           "client_core_share": share, "runs_req_s": [round(r, 1) for r in rates], "load_average": load()}
                     results["concurrency"].setdefault(c, {})[transport] = row
                     print(f"concurrency {c:>2} {transport:>6}: {row['median_req_s']:7.1f} req/s of ideal {ideal:6.0f} "
-                          f"= {row['fraction_of_ideal']:.3f}; CPU per request: client {cpu_ms:.3f} ms, server {server_ms:.3f} ms "
-                          f"(n={n}, runs {row['runs_req_s']}; load {load()})", flush=True)
+                          f"= {row['fraction_of_ideal']:.3f}; CPU per request: client {cpu_ms:.3f} ms, server {server_ms:.3f} ms; "
+                          f"client used {share:.0%} of its core (n={n}, runs {row['runs_req_s']}; load {load()})", flush=True)
             if pin:
                 os.sched_setaffinity(0, all_cores)  # Dask's worker processes inherit this process's cores
             if not args.no_dask:

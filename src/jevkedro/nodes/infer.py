@@ -52,6 +52,7 @@ unknown (an unknown output price is not needed when no output tokens were used),
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import json
 import logging
@@ -920,7 +921,15 @@ def ask_all(adapter: Adapter, items: Iterable[tuple[str, dict[str, Any]]], engin
     col = _Collector(adapter, engine, sha, emit, halt, first_state if first_state is not None else {"taken": False})
     pending = iter(items)
     if adapter.remote and adapter.event_loop:
-        _run_on_a_loop(lambda: _ask_on_loop(adapter, pending, engine, col, halt))
+        # The objects alive before the run (the snapshot's requests, ...) are set aside from the
+        # cycle collector while it runs: otherwise each full collection walks them all again while
+        # every reply waits (about a sixth of the client's CPU per request at concurrency 32).
+        # Objects made during the run are collected as usual.
+        gc.freeze()
+        try:
+            _run_on_a_loop(lambda: _ask_on_loop(adapter, pending, engine, col, halt))
+        finally:
+            gc.unfreeze()
     elif adapter.remote:  # adapters without an event-loop path (or taking the thread path, see models/http.py)
         inflight: dict[Any, str] = {}
         with ThreadPoolExecutor(max_workers=engine.concurrency, thread_name_prefix="jevkedro-ask") as pool:
