@@ -304,3 +304,66 @@ def test_asked_from_a_thread_that_already_runs_an_event_loop(tmp_path):
 
         summary, records = asyncio.run(inside_a_loop())
     assert summary["statuses"] == {"ok": 9} and len(records) == 9
+
+
+def _self_signed(folder):
+    """A certificate for 127.0.0.1 and its key (PEM files), made for the test."""
+    import datetime
+
+    pytest.importorskip("cryptography")
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+def test_https_on_both_paths_and_an_untrusted_certificate(tmp_path, monkeypatch):
+    import ssl
+
+    cert, key = _self_signed(tmp_path)
+    srv = LoopbackServer()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    srv.httpd.socket = context.wrap_socket(srv.httpd.socket, server_side=True)
+    with srv:
+        settings = {**_settings(srv, concurrency=2), "endpoint": srv.endpoint.replace("http://", "https://")}
+        # not trusted (certifi's bundle, as httpx): a connection failure, nothing answered
+        summary, records = _run(tmp_path, settings, synthetic_rows(2), name="untrusted")
+        assert {r["failure"] for r in records.values()} == {"connection"}
+        assert "CERTIFICATE_VERIFY_FAILED" in records["r00000"]["error"]
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # trusted the way httpx is told to trust it
+        for transport in ("loop", "thread"):
+            summary, records = _run(tmp_path, settings, synthetic_rows(4, {2: "500"}), name=transport, transport=transport)
+            assert summary["statuses"] == {"ok": 3, "error": 1}, transport
+            assert records["r00002"]["failure"] == "server" and records["r00002"]["http_status"] == 500
+
+
+def test_openai_compat_writes_the_same_records_on_both_paths(tmp_path):
+    with LoopbackServer() as srv:
+        settings = {"adapter": "openai_compat", "endpoint": srv.endpoint, "model": "gpt-test", "api_key_env": "",
+                    "progress": 0, "concurrency": 4, "max_consecutive_failures": 10}
+        rows = synthetic_rows(8, {1: "prose", 3: "500", 5: "malformed", 6: "413"})
+        (_, loop), (_, thread) = (_run(tmp_path, settings, rows, name=t, transport=t) for t in ("loop", "thread"))
+    assert sorted(loop) == sorted(thread) == [r.request_id for r in rows]
+    for rid in loop:
+        assert {k: loop[rid].get(k) for k in COMPARED} == {k: thread[rid].get(k) for k in COMPARED}, rid
+    assert loop["r00001"]["status"] == "ok" and loop["r00001"]["meta"]["verbalized_problem"]
+    assert [loop[f"r0000{i}"].get("failure") for i in (3, 5, 6)] == ["server", "malformed", "request"]
+    assert loop["r00000"]["probability_source"] == "verbalized" and loop["r00000"]["usage"]["output_tokens"] == 20
