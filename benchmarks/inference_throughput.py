@@ -16,6 +16,10 @@ What it measures:
    core 1 (``taskset``; ``--no-pin`` leaves both free).
    Median of ``--repeats`` runs; every run starts from an empty predictions log
    and writes it as a real run does (append + flush per line, fsync at most once a second).
+   ``--transport loop`` (the default for remote adapters: one thread, one event loop) and/or
+   ``thread`` (httpx from ``concurrency`` threads, what remote adapters without an event-loop path
+   use). Beside them, in the same run, the transport's own ceiling: a bare loop of the same POSTs
+   through :mod:`jevkedro.models.http_loop` (no adapter, no engine, no log), ``concurrency`` at once.
 2. The Dask executor on a LocalCluster of 2 worker processes (concurrency 1 in each) against the
    local executor at concurrency 1, same server: speed-up = local wall time / Dask wall time, on a
    cluster started beforehand (its start-up time is reported separately). Records come back as
@@ -52,15 +56,52 @@ def timed_run(snapshot, settings: dict, workdir: Path) -> float:
     return timed_run_cpu(snapshot, settings, workdir)[0]
 
 
-def timed_run_cpu(snapshot, settings: dict, workdir: Path) -> tuple[float, float]:
+def timed_run_cpu(snapshot, settings: dict, workdir: Path, transport: str = "loop") -> tuple[float, float]:
     """Wall seconds of one run and the CPU seconds this (client) process spent in it, all threads."""
     log_path = workdir / f"run-{time.perf_counter_ns()}" / "predictions.jsonl"
     plog = PredictionLog(log_path)
+    adapter = make_adapter(settings)
+    if transport == "thread":  # the engine's thread path (httpx), as for adapters without a loop path
+        setup = adapter.setup
+
+        def thread_setup() -> None:
+            setup()
+            adapter.event_loop = False
+
+        adapter.setup = thread_setup
     t0, c0 = time.perf_counter(), time.process_time()
-    summary = run_inference(snapshot, make_adapter(settings), plog, EngineSettings.from_model(settings), settings)
+    summary = run_inference(snapshot, adapter, plog, EngineSettings.from_model(settings), settings)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     assert summary["statuses"] == {"ok": len(snapshot.rows)}, summary
     return wall, cpu
+
+
+def bare_loop(endpoint: str, rows, concurrency: int) -> tuple[float, float]:
+    """Wall and client CPU seconds of the same POSTs through the event-loop transport alone."""
+    import asyncio
+
+    from jevkedro.models.http import CappedBody
+    from jevkedro.models.http_loop import ConnectionPool, exchange
+    from jevkedro.nodes.infer import _loop_factory
+
+    bodies = [json.dumps({"model": "jev-1.13.0", **row.request}).encode() for row in rows]
+
+    async def run() -> None:
+        pool = ConnectionPool(endpoint, {"Accept": "application/json"})
+        todo = iter(bodies)
+
+        async def worker() -> None:
+            for body in todo:
+                reply = CappedBody(1 << 24)
+                status, _ = await exchange(pool, "/systemone", body, "application/json", reply)
+                assert status == 200 and json.loads(reply.data())["answers"]
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        await pool.aclose()
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        runner.run(run())
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def process_cpu_s(pid: int) -> float:
@@ -109,6 +150,7 @@ def main() -> None:
                     help="do not pin the client to core 0 and the server to core 1 (taskset)")
     ap.add_argument("--no-dask", action="store_true", help="skip the Dask comparison")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
+    ap.add_argument("--transport", nargs="+", choices=["loop", "thread"], default=["loop", "thread"])
     args = ap.parse_args()
     all_cores = os.sched_getaffinity(0)
     pin = not args.no_pin and len(all_cores) >= 2 and shutil.which("taskset") is not None
@@ -124,24 +166,32 @@ def main() -> None:
                     "progress": 0}
             for c in args.concurrency:
                 n = int(args.seconds * c / args.delay_s)
-                snapshot = synthetic_snapshot(tmp / f"snap{c}", synthetic_rows(n, prefix=f"c{c}-"))
+                rows = synthetic_rows(n, prefix=f"c{c}-")
+                snapshot = synthetic_snapshot(tmp / f"snap{c}", rows)
                 ideal = c / args.delay_s
-                runs, server_cpu = [], []
-                for _ in range(args.repeats):
-                    s0 = process_cpu_s(server.pid)
-                    runs.append(timed_run_cpu(snapshot, {**base, "concurrency": c}, tmp))
-                    server_cpu.append(process_cpu_s(server.pid) - s0)
-                rates = [n / w for w, _ in runs]
-                cpu_ms = statistics.median(cpu for _, cpu in runs) / n * 1e3
-                server_ms = statistics.median(server_cpu) / n * 1e3
-                results["concurrency"][c] = {"requests": n, "ideal_req_s": ideal,
-                                             "median_req_s": statistics.median(rates),
-                                             "fraction_of_ideal": statistics.median(rates) / ideal,
-                                             "client_cpu_ms_per_request": cpu_ms, "server_cpu_ms_per_request": server_ms,
-                                             "runs_req_s": [round(r, 1) for r in rates], "load_average": load()}
-                print(f"concurrency {c:>2}: {statistics.median(rates):7.1f} req/s of ideal {ideal:6.0f} "
-                      f"= {statistics.median(rates) / ideal:.3f}; CPU per request: client {cpu_ms:.3f} ms, server {server_ms:.3f} ms "
-                      f"(n={n}, runs {results['concurrency'][c]['runs_req_s']}; load {load()})", flush=True)
+                transports = ["bare", *args.transport]
+                runs: dict[str, list] = {t: [] for t in transports}
+                server_cpu: dict[str, list] = {t: [] for t in transports}
+                for _ in range(args.repeats):  # the transports take turns, so each repeat shares one load
+                    for transport in transports:
+                        s0 = process_cpu_s(server.pid)
+                        runs[transport].append(bare_loop(endpoint, rows, c) if transport == "bare" else
+                                               timed_run_cpu(snapshot, {**base, "concurrency": c}, tmp, transport))
+                        server_cpu[transport].append(process_cpu_s(server.pid) - s0)
+                for transport in transports:
+                    rates = [n / w for w, _ in runs[transport]]
+                    cpu_ms = statistics.median(cpu for _, cpu in runs[transport]) / n * 1e3
+                    server_ms = statistics.median(server_cpu[transport]) / n * 1e3
+                    # the share of a core the client got: under other load it caps the rate (rate = share / CPU per request)
+                    share = statistics.median(cpu / w for w, cpu in runs[transport])
+                    row = {"requests": n, "ideal_req_s": ideal, "median_req_s": statistics.median(rates),
+                           "fraction_of_ideal": statistics.median(rates) / ideal,
+                           "client_cpu_ms_per_request": cpu_ms, "server_cpu_ms_per_request": server_ms,
+                           "client_core_share": share, "runs_req_s": [round(r, 1) for r in rates], "load_average": load()}
+                    results["concurrency"].setdefault(c, {})[transport] = row
+                    print(f"concurrency {c:>2} {transport:>6}: {row['median_req_s']:7.1f} req/s of ideal {ideal:6.0f} "
+                          f"= {row['fraction_of_ideal']:.3f}; CPU per request: client {cpu_ms:.3f} ms, server {server_ms:.3f} ms; "
+                          f"client used {share:.0%} of its core (n={n}, runs {row['runs_req_s']}; load {load()})", flush=True)
             if pin:
                 os.sched_setaffinity(0, all_cores)  # Dask's worker processes inherit this process's cores
             if not args.no_dask:

@@ -79,9 +79,10 @@ class Adapter(ABC):
     (``native`` for System One style runtimes, ``verbalized`` for models that write probabilities)
     ``resumable`` (whether answers from an earlier run may be reused) and ``measures_latency``
     (False where a call does not run the model, e.g. replay). ``remote`` adapters
-    (HTTP clients) are called from ``model.concurrency`` threads at once; local ones are called
-    in batches of ``model.batch_size`` (default ``default_batch_size``) through
-    :meth:`answer_batch`.
+    (HTTP clients) have up to ``model.concurrency`` requests in flight: on one event loop through
+    :meth:`answer_async` when ``event_loop`` is true (set by ``setup``), else from that many
+    threads through :meth:`answer`; local ones are called in batches of ``model.batch_size``
+    (default ``default_batch_size``) through :meth:`answer_batch`.
     """
 
     kind: str = "base"
@@ -89,6 +90,7 @@ class Adapter(ABC):
     resumable: bool = True
     measures_latency: bool = True
     remote: bool = False
+    event_loop: bool = False  # answer_async may be awaited on the engine's event loop
     default_batch_size: int = 1
     Options: type[AdapterOptions] = AdapterOptions  # this adapter's own ``model.<key>`` settings
 
@@ -113,6 +115,13 @@ class Adapter(ABC):
     @abstractmethod
     def answer(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
         """Answer one request; time spent here is the request's latency."""
+
+    async def answer_async(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
+        """:meth:`answer` as a coroutine on the engine's event loop (adapters with ``event_loop``)."""
+        raise NotImplementedError(f"{self.kind} has no event-loop path")
+
+    async def aclose(self) -> None:
+        """Release what the running event loop holds (called before the engine's loop ends)."""
 
     def run_notes(self, request_ids: Sequence[str]) -> dict[str, Any]:
         """What the adapter has to say about a finished run of the snapshot's ``request_ids``

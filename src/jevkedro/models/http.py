@@ -1,7 +1,14 @@
 """Shared HTTP client layer of the remote adapters (System One, OpenAI-compatible).
 
-One :class:`httpx.Client` per adapter, shared by the engine's worker threads (httpx clients are
-thread-safe and pool connections). What every remote adapter needs lives here:
+Two transports carry the same requests. By default the engine awaits :meth:`HttpAdapter.answer_async`
+on one event loop (:mod:`jevkedro.models.http_loop`: keep-alive HTTP/1.1 on asyncio streams, one
+connection pool per loop, no thread per request in flight). :meth:`HttpAdapter.answer` goes through
+one :class:`httpx.Client` per adapter, thread-safe and pooled: the thread path, taken when a proxy
+variable (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``) is set, which httpx honours and the loop
+transport does not. A subclass writes only its wire format (:meth:`HttpAdapter.prepare`: the bytes
+to POST; :meth:`HttpAdapter.finish`: the result from the reply); everything after the bytes arrive
+(:meth:`HttpAdapter.reply_from`, :class:`CappedBody`, the failure results) is shared by both
+transports. What every remote adapter needs lives here:
 
 - **Key handling.** ``model.api_key_env`` names an environment variable; its value is sent as
   ``Authorization: Bearer <key>``. An empty name (``''``, ``none``, ``-``) sends no
@@ -17,14 +24,16 @@ thread-safe and pool connections). What every remote adapter needs lives here:
   failure (the server's reply is unusable, like a malformed one: a run of them stops the run) and
   is not retried (the same request would fetch the same body).
 - **Per-request deadline.** ``model.timeout_s`` bounds the whole request (connect, send and the
-  body read chunk by chunk); a request past it is an ``error`` with failure ``timeout``. Every
-  single network wait is also bounded by ``timeout_s`` (httpx) and the deadline is checked as
+  body read chunk by chunk); a request past it is an ``error`` with failure ``timeout``. On the
+  event loop the deadline is exact (one timer around the whole exchange). On the thread path
+  every single network wait is bounded by ``timeout_s`` (httpx) and the deadline is checked as
   each body chunk arrives, so the worst case (a wait that starts just before the deadline) ends
   about 2 × ``timeout_s`` after the request started.
 - **Status mapping** (docs/protocol.md §2 and the engine's stop rules): 401/403 and 429 raise
   :class:`StopRun` (429 carries ``retry-after`` so a retry policy may wait it out); 413/422 are an
   error for this request only (failure ``request``); any other non-2xx status is failure
-  ``server``; a dropped connection or reset is ``connection``; a 2xx body that is not JSON, or
+  ``server``; a refused, dropped or reset connection, or a reply that is not HTTP/1.x, is
+  ``connection`` (its error text names the transport's exception); a 2xx body that is not JSON, or
   whose ``Content-Encoding`` cannot be decoded, is ``malformed`` (its text is kept as returned). A JSON body is read by
   :func:`jevkedro.nodes.jsonparse.parse_json`: a key it repeats is reported
   (:attr:`HttpReply.duplicate_keys`) and a number beyond the double range (a 5,000-digit integer)
@@ -33,8 +42,11 @@ thread-safe and pool connections). What every remote adapter needs lives here:
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -83,6 +95,20 @@ def check_endpoint(endpoint: Any) -> str:
     return endpoint.rstrip("/")
 
 
+@dataclass(frozen=True)
+class WireRequest:
+    """One POST as it goes on the wire: the path below the endpoint, the encoded body and its type."""
+
+    path: str
+    content: bytes
+    content_type: str
+
+
+def json_body(value: Any) -> bytes:
+    """A JSON request body, encoded as httpx encodes ``json=`` (compact, UTF-8, no NaN)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
 @dataclass
 class HttpReply:
     """A 2xx reply: the parsed JSON body, the body text as received (neither redacted yet: the
@@ -122,12 +148,14 @@ class HttpAdapter(Adapter):
         name = self.default_key_env if api_key_env is None else str(api_key_env)
         self.key_env = None if name is None or name.strip().lower() in NO_AUTH_NAMES else name.strip()
         self.redactor = Redactor(None)
-        self._client: Any = None  # an httpx.Client, made by setup()
+        self._client: Any = None  # an httpx.Client, made on the thread path's first request
+        self._headers: dict[str, str] | None = None  # what every request carries, set by setup()
+        self._pools: dict[Any, Any] = {}  # event loop -> its http_loop.ConnectionPool
+        self._pools_lock = threading.Lock()  # Dask worker threads may each run a loop; guards _client too
+        self.event_loop = False  # whether answer_async may be used (decided by setup())
 
     # -- lifecycle -------------------------------------------------------------------------
     def setup(self) -> None:
-        import httpx
-
         # httpx logs every request at INFO; at 100k requests that drowns the progress lines.
         if logging.getLogger("httpx").level == logging.NOTSET:
             logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -142,28 +170,97 @@ class HttpAdapter(Adapter):
             self.redactor = Redactor(key)
             register_secret(key)  # the log filter: no log line of this process carries it
             headers["Authorization"] = f"Bearer {key}"
-        self._client = httpx.Client(
-            headers=headers,
-            timeout=httpx.Timeout(self.timeout_s),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
-            follow_redirects=False,
-        )
+        self._headers = headers
+        # A proxy named in the environment is honoured by httpx only: such runs take the thread path.
+        self.event_loop = not proxy_in_environment()
+
+    def _httpx_client(self) -> Any:
+        """The thread path's httpx.Client, made on its first use (loading its CA bundle costs
+        ~0.1 s of CPU that a run on the event loop never needs)."""
+        import httpx
+
+        if self._client is None:
+            if self._headers is None:
+                raise RuntimeError(f"{self.kind}: setup() was not called")
+            with self._pools_lock:
+                if self._client is None:
+                    self._client = httpx.Client(
+                        headers=self._headers,
+                        timeout=httpx.Timeout(self.timeout_s),
+                        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+                        follow_redirects=False,
+                    )
+        return self._client
 
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
             self._client = None
+        with self._pools_lock:
+            left, self._pools = list(self._pools.values()), {}
+        for pool in left:  # only loops that ended without aclose() (an interpreter-level interrupt)
+            for _, writer in pool.idle:
+                try:
+                    writer.transport.abort()
+                except RuntimeError:  # its loop is closed: the socket goes with the transport
+                    pass
+
+    def _pool(self) -> Any:
+        """The connection pool of the running event loop (made on first use)."""
+        from jevkedro.models.http_loop import ConnectionPool
+
+        loop = asyncio.get_running_loop()
+        pool = self._pools.get(loop)
+        if pool is None:
+            if self._headers is None:
+                raise RuntimeError(f"{self.kind}: setup() was not called")
+            with self._pools_lock:
+                pool = self._pools[loop] = ConnectionPool(self.endpoint, self._headers)
+        return pool
+
+    async def aclose(self) -> None:
+        """Close the running loop's connections (the engine calls this before its loop ends)."""
+        with self._pools_lock:
+            pool = self._pools.pop(asyncio.get_running_loop(), None)
+        if pool is not None:
+            await pool.aclose()
 
     def identity(self) -> dict[str, Any]:
         return {"adapter": self.kind, "model": self.model_id, "endpoint": self.endpoint}
 
     # -- answering ---------------------------------------------------------------------------
-    def ask(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
-        """Answer one request (the subclass's wire format); the result is redacted by :meth:`answer`."""
+    def prepare(self, request: dict[str, Any]) -> tuple[WireRequest, Any] | AdapterResult:
+        """The subclass's wire format: what to POST and what :meth:`finish` needs to read the reply,
+        or the request's result when nothing is to be sent (``unsupported``, a missing image)."""
         raise NotImplementedError
+
+    def finish(self, reply: HttpReply | AdapterResult, context: Any, request: dict[str, Any]) -> AdapterResult:
+        """The request's result from the server's reply (or from the transport's error result)."""
+        raise NotImplementedError
+
+    def ask(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
+        """Answer one request through httpx; the result is redacted by :meth:`answer`."""
+        prepared = self.prepare(request)
+        if isinstance(prepared, AdapterResult):
+            return prepared
+        wire, context = prepared
+        reply = self.post(wire.path, content=wire.content, headers={"Content-Type": wire.content_type})
+        return self.finish(reply, context, request)
 
     def answer(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
         return self.redacted(self.ask(request_id, request), request)
+
+    async def ask_async(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
+        """:meth:`ask` on the running event loop: the same wire request and reply rules."""
+        prepared = self.prepare(request)
+        if isinstance(prepared, AdapterResult):
+            return prepared
+        wire, context = prepared
+        return self.finish(await self.post_async(wire.path, wire.content, wire.content_type), context, request)
+
+    async def answer_async(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
+        """:meth:`answer` on the running event loop (the engine's default for remote adapters)."""
+        return self.redacted(await self.ask_async(request_id, request), request)
 
     def redacted(self, result: AdapterResult, request: Mapping[str, Any]) -> AdapterResult:
         """``result`` with the key taken out of everything it stores (see :mod:`jevkedro.redaction`).
@@ -200,57 +297,81 @@ class HttpAdapter(Adapter):
         return (self.redact(text[:ERROR_EXCERPT_CHARS * 2]) or "")[:ERROR_EXCERPT_CHARS] + ("…" if len(text) > ERROR_EXCERPT_CHARS else "")
 
     def post(self, path: str, **kwargs: Any) -> HttpReply | AdapterResult:
-        """POST ``<endpoint><path>``; a 2xx reply, or the request's error result (or StopRun)."""
+        """POST ``<endpoint><path>`` through httpx (the thread path); a 2xx reply, or the request's
+        error result (or StopRun). :meth:`post_async` is the same request on the event loop."""
         import httpx
 
-        if self._client is None:
-            raise RuntimeError(f"{self.kind}: setup() was not called")
+        client = self._httpx_client()
         url = self.endpoint + path
         deadline = time.monotonic() + self.timeout_s
-        cap = self.max_response_bytes
-        size, too_large = 0, False
+        body = CappedBody(self.max_response_bytes)
         try:
-            with self._client.stream("POST", url, **kwargs) as resp:
+            with client.stream("POST", url, **kwargs) as resp:
                 status, headers = resp.status_code, resp.headers
-                chunks = []
-                declared = headers.get("content-length", "")
-                if declared.strip().isdigit() and int(declared) > cap:
-                    size, too_large = int(declared), True  # not read at all
-                else:
+                if not body.refuse_declared(headers.get("content-length", "")):
                     for chunk in resp.iter_bytes():
-                        size += len(chunk)
-                        if size > cap:  # stop reading: the rest is never held
-                            chunks.append(chunk[: max(0, cap - (size - len(chunk)))])
-                            too_large = True
+                        if body.add(chunk):
                             break
-                        chunks.append(chunk)
                         if time.monotonic() > deadline:
                             raise httpx.ReadTimeout("request deadline passed while reading the body")
         except httpx.TimeoutException as exc:
-            return AdapterResult(status="error", failure="timeout",
-                                 error=f"timed out after {self.timeout_s:g}s ({type(exc).__name__})")
+            return self.timeout_result(exc)
         except httpx.TransportError as exc:  # refused, reset, dropped mid-body (RemoteProtocolError)
-            return AdapterResult(status="error", failure="connection",
-                                 error=self.redact(f"connection failed: {type(exc).__name__}: {exc}"))
+            return self.connection_result(exc)
         except httpx.DecodingError as exc:  # a Content-Encoding (gzip, br, ...) the body does not follow
-            return AdapterResult(status="error", failure="malformed",
-                                 error=self.redact(f"reply body could not be decoded ({type(exc).__name__}: {exc})"))
+            return self.undecodable_result(exc)
         except httpx.RequestError as exc:  # anything else httpx refuses about the exchange
-            return AdapterResult(status="error", failure="connection",
-                                 error=self.redact(f"request failed: {type(exc).__name__}: {exc}"))
-        raw = b"".join(chunks)
-        text = raw.decode("utf-8", errors="replace")  # JSON bodies are UTF-8 by definition
+            return self.connection_result(exc, "request failed")
+        return self.reply_from(url, status, headers, body)
+
+    async def post_async(self, path: str, content: bytes, content_type: str) -> HttpReply | AdapterResult:
+        """:meth:`post` on the running event loop (:mod:`jevkedro.models.http_loop`): one connection
+        pool per loop, the whole request under one ``timeout_s`` deadline."""
+        import httpx
+
+        from jevkedro.models.http_loop import HttpProtocolError, exchange
+
+        url = self.endpoint + path
+        body = CappedBody(self.max_response_bytes)
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                status, headers = await exchange(self._pool(), path, content, content_type, body)
+        except TimeoutError as exc:
+            return self.timeout_result(exc)
+        except httpx.DecodingError as exc:
+            return self.undecodable_result(exc)
+        except (OSError, EOFError, HttpProtocolError, asyncio.LimitOverrunError) as exc:
+            return self.connection_result(exc)
+        return self.reply_from(url, status, headers, body)
+
+    # -- the rules every transport shares, once the bytes have arrived --------------------------
+    def timeout_result(self, exc: BaseException) -> AdapterResult:
+        return AdapterResult(status="error", failure="timeout",
+                             error=f"timed out after {self.timeout_s:g}s ({type(exc).__name__})")
+
+    def connection_result(self, exc: BaseException, what: str = "connection failed") -> AdapterResult:
+        return AdapterResult(status="error", failure="connection", error=self.redact(f"{what}: {type(exc).__name__}: {exc}"))
+
+    def undecodable_result(self, exc: BaseException) -> AdapterResult:
+        return AdapterResult(status="error", failure="malformed",
+                             error=self.redact(f"reply body could not be decoded ({type(exc).__name__}: {exc})"))
+
+    def reply_from(self, url: str, status: int, headers: Any, body: CappedBody) -> HttpReply | AdapterResult:
+        """The status mapping, the body cap's verdict and the JSON parse of a reply whose body was
+        read into ``body``; ``headers`` answers ``get(name)`` and ``get_list(name)`` (httpx.Headers)."""
+        cap = self.max_response_bytes
+        text = body.data().decode("utf-8", errors="replace")  # JSON bodies are UTF-8 by definition
         request_id = self.redactor.header(headers.get_list(REQUEST_ID_HEADER))
         if status in (401, 403):
             raise StopRun(f"HTTP {status} from {url}: {self._excerpt(text)}", http_status=status)
         if status == 429:
             raise StopRun(f"HTTP 429 (rate limited) from {url}: {self._excerpt(text)}", http_status=429,
                           retry_after=parse_retry_after(headers.get("retry-after")))
-        if too_large:
+        if body.too_large:
             return AdapterResult(status="error", failure="too_large", http_status=status, server_request_id=request_id,
                                  raw=self._excerpt(text) if text else None,
                                  error=f"HTTP {status} with a body over model.max_response_bytes={cap} "
-                                       f"({'declared' if not chunks else 'read'} {size} bytes; stopped reading)")
+                                       f"({'declared' if body.declared else 'read'} {body.size} bytes; stopped reading)")
         common = {"raw": text, "http_status": status, "server_request_id": request_id}
         if status in (413, 422):
             return AdapterResult(status="error", failure="request",
@@ -264,6 +385,49 @@ class HttpAdapter(Adapter):
             return AdapterResult(status="error", failure="malformed",
                                  error=f"HTTP {status} with a body that is not JSON ({exc})", **common)
         return HttpReply(status, parsed.value, text, request_id, [list(p) for p in parsed.duplicate_keys])
+
+
+class CappedBody:
+    """A reply body read under ``model.max_response_bytes``: a declared ``Content-Length`` over the
+    cap is refused unread; otherwise (decoded) chunks are kept until the cap, and reading stops there."""
+
+    __slots__ = ("cap", "chunks", "size", "too_large", "declared")
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.too_large = False
+        self.declared = False  # True: refused by its Content-Length, nothing read
+
+    def refuse_declared(self, content_length: str | None) -> bool:
+        """True (and nothing is to be read) when ``content_length`` declares more than the cap."""
+        declared = (content_length or "").strip()
+        if declared.isdigit() and int(declared) > self.cap:
+            self.size, self.too_large, self.declared = int(declared), True, True
+            return True
+        return False
+
+    def add(self, chunk: bytes) -> bool:
+        """Keep ``chunk``; True when the cap is passed (the part past it is dropped: stop reading)."""
+        self.size += len(chunk)
+        if self.size > self.cap:
+            self.chunks.append(chunk[: max(0, self.cap - (self.size - len(chunk)))])
+            self.too_large = True
+            return True
+        self.chunks.append(chunk)
+        return False
+
+    def data(self) -> bytes:
+        return self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+
+
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
+
+
+def proxy_in_environment() -> bool:
+    """Whether a proxy variable httpx would honour (``HTTP(S)_PROXY``, ``ALL_PROXY``, any case) is set."""
+    return any(os.environ.get(name) or os.environ.get(name.upper()) for name in PROXY_VARIABLES)
 
 
 def _candidate_keys(request: Mapping[str, Any]) -> list[str]:

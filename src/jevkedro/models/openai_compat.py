@@ -28,7 +28,7 @@ from pydantic import Field
 
 from jevkedro.config import NonNegativeFloat, PositiveInt
 from jevkedro.models.base import AdapterResult
-from jevkedro.models.http import HttpAdapter
+from jevkedro.models.http import HttpAdapter, HttpReply, WireRequest, json_body
 from jevkedro.models.systemone import media_parts
 from jevkedro.nodes.jsonparse import parse_json
 from jevkedro.protocol import ProtocolError, candidates_for
@@ -123,11 +123,13 @@ class OpenAICompatAdapter(HttpAdapter):
             body["max_tokens"] = self.max_tokens
         return body, candidates, None
 
-    def ask(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
-        body, candidates, why = self.payload(request)
+    def prepare(self, request: dict[str, Any]) -> tuple[WireRequest, Any] | AdapterResult:
+        body, _, why = self.payload(request)
         if body is None:
             return AdapterResult(status="unsupported", error=why)
-        reply = self.post("/chat/completions", json=body)
+        return WireRequest("/chat/completions", json_body(body), "application/json"), None
+
+    def finish(self, reply: HttpReply | AdapterResult, context: Any, request: dict[str, Any]) -> AdapterResult:
         if isinstance(reply, AdapterResult):
             return reply
         chat = reply.body if isinstance(reply.body, dict) else {}

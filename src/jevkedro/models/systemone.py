@@ -38,7 +38,7 @@ from pydantic import Field, StrictInt
 
 from jevkedro.config import PositiveInt
 from jevkedro.models.base import AdapterResult
-from jevkedro.models.http import HttpAdapter, HttpReply
+from jevkedro.models.http import HttpAdapter, HttpReply, WireRequest
 from jevkedro.protocol import offers_abstain_option
 
 FLAVOUR_PATHS = {"systemone": "/systemone", "decide": "/decide"}
@@ -180,7 +180,11 @@ class SystemOneAdapter(HttpAdapter):
         return body, images, skipped, None
 
     # -- the call ----------------------------------------------------------------------------
-    def _multipart(self, body: dict[str, Any], images: list[str]) -> dict[str, Any] | AdapterResult:
+    def _multipart(self, body: dict[str, Any], images: list[str]) -> tuple[bytes, str] | AdapterResult:
+        """The multipart/form-data body (field ``request`` + one ``image`` part per image) and its
+        content type (with the boundary), encoded by httpx for both transports."""
+        import httpx
+
         files = []
         for url in images:
             if "://" in url or url.startswith("data:"):
@@ -190,23 +194,27 @@ class SystemOneAdapter(HttpAdapter):
                 return AdapterResult(status="error", failure="request", error=f"image file not found: {path}")
             mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
             files.append(("image", (path.name, path.read_bytes(), mime)))
-        return {"data": {"request": json.dumps(body, ensure_ascii=False)}, "files": files}
+        encoded = httpx.Request("POST", self.endpoint, data={"request": json.dumps(body, ensure_ascii=False)}, files=files)
+        return encoded.read(), encoded.headers["Content-Type"]
 
-    def ask(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
+    def prepare(self, request: dict[str, Any]) -> tuple[WireRequest, Any] | AdapterResult:
         body, images, skipped, why = self.build(request)
         if body is None:
             return AdapterResult(status="unsupported", error=why, unsupported_questions=skipped)
         if images:
-            kwargs = self._multipart(body, images)
-            if isinstance(kwargs, AdapterResult):
-                return kwargs
+            encoded = self._multipart(body, images)
+            if isinstance(encoded, AdapterResult):
+                return encoded
+            content, content_type = encoded
         else:
-            kwargs = {"content": json.dumps(body, ensure_ascii=False).encode("utf-8"),
-                      "headers": {"Content-Type": "application/json"}}
-        reply = self.post(FLAVOUR_PATHS[self.flavour], **kwargs)
+            content, content_type = json.dumps(body, ensure_ascii=False).encode("utf-8"), "application/json"
+        return WireRequest(FLAVOUR_PATHS[self.flavour], content, content_type), (skipped, bool(body.get("abstain")))
+
+    def finish(self, reply: HttpReply | AdapterResult, context: Any, request: dict[str, Any]) -> AdapterResult:
+        skipped, abstain_sent = context
         result = reply if isinstance(reply, AdapterResult) else self.result_from(reply, skipped)
         result.unsupported_questions = skipped
-        if body.get("abstain"):  # recorded per request (JevAlt-Bench's official report reads it)
+        if abstain_sent:  # recorded per request (JevAlt-Bench's official report reads it)
             result.meta = {**result.meta, "abstain_flag_sent": True}
         return result
 
