@@ -211,3 +211,86 @@ def row_by_row_checked(rows):
         if any(c in r.request_id for c in "\t\n\r"):
             raise SnapshotError(f"request_id {r.request_id!r} contains a tab or newline")
         row_by_row([r])
+
+
+# Rows the writer's batch check must judge exactly as SnapshotRow.check and the id checks do: a
+# passing batch is written as row by row writes it, a failing one raises the first failing row's error.
+class QDict(dict):
+    pass
+
+
+SHARED = (Target(label=0), Target(label=1), Target(unscored=True), Target(probabilities=(0.5, 0.5)),
+          Target(label=1, extra={"note": "kept"}))
+VARIANTS = {
+    "plain": lambda i: make_row(i),
+    "shared target": lambda i: SnapshotRow(f"r{i}", make_row(i).request, make_row(i).candidates, {"q": SHARED[i % len(SHARED)]}),
+    "question a dict subclass": lambda i: SnapshotRow(
+        f"r{i}", {"state": "s", "questions": {"q": QDict(type="noul", instructions="?")}}, {"q": ["true", "false"]}, {"q": SHARED[0]}),
+    "question a list of field names": lambda i: SnapshotRow(
+        f"r{i}", {"state": "s", "questions": {"q": ["type", "instructions"]}}, {"q": ["true", "false"]}, {"q": SHARED[1]}),
+    "media": lambda i: SnapshotRow(f"r{i}", {**make_row(i).request, "media": []}, make_row(i).candidates, make_row(i).targets),
+    "label out of range": lambda i: SnapshotRow(f"r{i}", make_row(i).request, make_row(i).candidates, {"q": Target(label=2)}),
+    "negative label": lambda i: SnapshotRow(f"r{i}", make_row(i).request, make_row(i).candidates, {"q": Target(label=-1)}),
+    "distribution too short": lambda i: SnapshotRow(
+        f"r{i}", make_row(i).request, make_row(i).candidates, {"q": Target(probabilities=(1.0,))}),
+    "no candidates": lambda i: SnapshotRow(f"r{i}", make_row(i).request, {}, make_row(i).targets),
+    "no target": lambda i: SnapshotRow(f"r{i}", make_row(i).request, make_row(i).candidates, {}),
+    "forbidden key": lambda i: SnapshotRow(
+        f"r{i}", {"state": "s", "questions": {"q": {"type": "noul", "gold": True}}}, {"q": ["true", "false"]}, {"q": SHARED[0]}),
+    "extra question field": lambda i: SnapshotRow(
+        f"r{i}", {"state": "s", "questions": {"q": {"type": "noul", "hint": 1}}}, {"q": ["true", "false"]}, {"q": SHARED[0]}),
+    "extra request field": lambda i: SnapshotRow(f"r{i}", {**make_row(i).request, "extra": 1}, make_row(i).candidates, make_row(i).targets),
+    "no state": lambda i: SnapshotRow(
+        f"r{i}", {"questions": make_row(i).request["questions"]}, make_row(i).candidates, make_row(i).targets),
+    "questions empty": lambda i: SnapshotRow(f"r{i}", {"state": "s", "questions": {}}, {}, {}),
+    "duplicate id": lambda i: make_row(0),
+    "newline in id": lambda i: SnapshotRow(f"r{i}\n", make_row(i).request, make_row(i).candidates, make_row(i).targets),
+    "id not a string": lambda i: SnapshotRow(i, make_row(i).request, make_row(i).candidates, make_row(i).targets),
+}
+
+
+def outcome(render, rows):
+    try:
+        return render(rows)
+    except Exception as exc:  # noqa: BLE001 -- the error itself is what is compared
+        return type(exc), str(exc)
+
+
+def render_checked_row_by_row(rows):
+    row_by_row_checked(rows)
+    return row_by_row(rows)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(sorted(VARIANTS)), min_size=1, max_size=12), st.integers(min_value=1, max_value=5))
+def test_batch_checks_judge_as_row_by_row(kinds, batch_rows):
+    import jevkedro.nodes.snapshot as snapshot
+
+    rows = [VARIANTS[k](i + 1) for i, k in enumerate(kinds)]
+    old = snapshot.TSV_BATCH_ROWS
+    snapshot.TSV_BATCH_ROWS = batch_rows
+    try:
+        got = outcome(render_tsv, rows)
+    finally:
+        snapshot.TSV_BATCH_ROWS = old
+    assert got == outcome(render_checked_row_by_row, rows)
+
+
+def test_target_cells_each_target_converted_once_and_bounded(monkeypatch):
+    import jevkedro.nodes.snapshot as snapshot
+
+    calls = []
+    real = Target.to_json
+
+    def counted(self):
+        calls.append(self)
+        return real(self)
+
+    monkeypatch.setattr(Target, "to_json", counted)
+    rows = [SnapshotRow(f"r{i}", make_row(i).request, make_row(i).candidates, {"q": SHARED[i % 2]}) for i in range(100)]
+    assert render_tsv(rows) == row_by_row(rows)
+    calls_rendered = len(calls) - 100  # row_by_row converts each row's target itself
+    assert calls_rendered == 2
+    monkeypatch.setattr(snapshot.TargetCells, "LIMIT", 3)  # one target per row: the cache is emptied and refilled
+    rows = [SnapshotRow(f"r{i}", make_row(i).request, make_row(i).candidates, {"q": Target(label=i % 2)}) for i in range(20)]
+    assert render_tsv(rows) == row_by_row(rows)

@@ -33,6 +33,7 @@ import msgspec
 import numpy as np
 
 from jevkedro import __version__
+from jevkedro.nodes.background import handed_off
 from jevkedro.nodes.celljson import CellEncoder, exact_encoder
 from jevkedro.nodes.gcpause import gc_paused
 from jevkedro.nodes.jsonparse import JSONTextError, describe_path, parse_json
@@ -259,18 +260,79 @@ def _targets_cell(row: SnapshotRow) -> dict[str, Any]:
     return {q: t.to_json() for q, t in row.targets.items()}
 
 
-def _block_by_columns(batch: list[SnapshotRow], seen: set[str], cells: CellEncoder) -> bytes:
+REQUEST_KEYS = frozenset({"state", "questions", "media"})
+WIRE_QUESTION_KEYS = frozenset({"type", "instructions", "criteria"})  # none of them forbidden
+
+
+def _batch_passes_checks(batch: list[SnapshotRow], ids: list[str], seen: set[str]) -> bool:
+    """True when every row of ``batch`` passes :meth:`SnapshotRow.check` and the ids are new, unique
+    strings without tabs or newlines (what :func:`_checked_id` checks), tested with fewer steps per
+    row. False when any test fails or cannot decide: the caller then checks row by row, which
+    raises the first failing row's own error."""
+    joined = "".join(ids)  # TypeError for an id that is not a string: the row-by-row path names it
+    if "\t" in joined or "\n" in joined or "\r" in joined or len(set(ids)) != len(ids) or not seen.isdisjoint(ids):
+        return False
+    for row in batch:
+        request = row.request
+        questions = request.get("questions")
+        if not isinstance(questions, dict) or not questions or "state" not in request or not request.keys() <= REQUEST_KEYS:
+            return False
+        candidates, targets = row.candidates, row.targets
+        for qid, q in questions.items():
+            if type(q) is not dict or not q.keys() <= WIRE_QUESTION_KEYS or qid not in candidates or qid not in targets:
+                return False
+            t, k = targets[qid], len(candidates[qid])
+            label, probabilities = t.label, t.probabilities
+            if (label is not None and not 0 <= label < k) or (probabilities is not None and len(probabilities) != k):
+                return False
+    return True
+
+
+class TargetCells:
+    """The targets column: ``{question: target.to_json()}`` per row, each distinct :class:`Target`
+    object converted once (families share frozen targets, one per label). The cache holds the
+    targets themselves, so an ``id`` it holds is never reused; it is bounded for families that make
+    one target per question. Cells may share their inner dicts: they are only encoded."""
+
+    LIMIT = 1 << 16
+
+    def __init__(self) -> None:
+        self._json: dict[int, dict[str, Any]] = {}
+        self._held: list[Target] = []
+
+    def _convert(self, t: Target) -> dict[str, Any]:
+        if len(self._held) >= self.LIMIT:
+            self._json.clear()
+            self._held.clear()
+        self._held.append(t)
+        out = self._json[id(t)] = t.to_json()
+        return out
+
+    def column(self, batch: list[SnapshotRow]) -> list[dict[str, Any]]:
+        get, convert = self._json.get, self._convert
+        return [{q: get(id(t)) or convert(t) for q, t in row.targets.items()} for row in batch]
+
+
+def _block_by_columns(batch: list[SnapshotRow], seen: set[str], cells: CellEncoder, targets: TargetCells) -> bytes:
     """The lines of ``batch``: every row checked, then each column encoded in one call. On an
     error, the ids this call added to ``seen`` are taken out again."""
-    ids: list[str] = []
+    ids = [row.request_id for row in batch]
+    if _batch_passes_checks(batch, ids, seen):
+        seen.update(ids)
+    else:  # row by row: the first failing row raises its own error (or all pass, e.g. a dict subclass)
+        ids = []
+        try:
+            for row in batch:
+                ids.append(_checked_id(row, seen))
+        except BaseException:
+            seen.difference_update(ids)
+            raise
     try:
-        for row in batch:
-            ids.append(_checked_id(row, seen))
         columns = [
             [rid.encode("utf-8") for rid in ids],
             cells.encode_all([r.request for r in batch]),
             cells.encode_all([r.candidates for r in batch]),
-            cells.encode_all([_targets_cell(r) for r in batch]),
+            cells.encode_all(targets.column(batch)),
             cells.encode_all([r.slices for r in batch]),
             cells.encode_all([r.source for r in batch]),
         ]
@@ -297,22 +359,22 @@ def tsv_blocks(rows: Iterable[SnapshotRow]) -> Iterator[bytes]:
     A block is rendered column by column (:class:`~jevkedro.nodes.celljson.CellEncoder`); if any
     of its rows fails a check or an encoding, the block is rendered again row by row, so the error
     raised is the one the first failing row gives, as in a row-by-row writer."""
-    cells = CellEncoder()
+    cells, targets = CellEncoder(), TargetCells()
     seen: set[str] = set()
     yield ("\t".join(COLUMNS) + "\n").encode("utf-8")
     batch: list[SnapshotRow] = []
     for row in rows:
         batch.append(row)
         if len(batch) == TSV_BATCH_ROWS:
-            yield _render_block(batch, seen, cells)
+            yield _render_block(batch, seen, cells, targets)
             batch = []
     if batch:
-        yield _render_block(batch, seen, cells)
+        yield _render_block(batch, seen, cells, targets)
 
 
-def _render_block(batch: list[SnapshotRow], seen: set[str], cells: CellEncoder) -> bytes:
+def _render_block(batch: list[SnapshotRow], seen: set[str], cells: CellEncoder, targets: TargetCells) -> bytes:
     try:
-        return _block_by_columns(batch, seen, cells)
+        return _block_by_columns(batch, seen, cells, targets)
     except Exception:  # noqa: BLE001 -- redone row by row, which raises the first failing row's error
         _block_by_rows(batch, seen, exact_encoder())
         raise  # row by row passed where the column path failed: never expected; do not hide it
@@ -362,13 +424,19 @@ def commit_dataset(prepared: PreparedView, root: str | Path) -> dict[str, Any]:
     want_sha = prepared.expected.get("snapshot_sha256")
     digest = hashlib.sha256()
     size = 0
-    # Streamed: each block is hashed and written as it is rendered; the file replaces the old one
-    # only if every row renders and the hash matches its pin (otherwise the temp file is removed).
+    # Streamed: each block is hashed and written as it is rendered, by a helper thread while the
+    # next block is rendered; the file replaces the old one only if every row renders and the
+    # hash matches its pin (otherwise the temp file is removed).
     with atomic_writer(tsv_path) as fh:
-        for block in tsv_blocks(prepared.rows):
+
+        def hash_and_write(block: bytes) -> None:
             digest.update(block)
             fh.write(block)
-            size += len(block)
+
+        with handed_off(hash_and_write, name="jevkedro-tsv-writer") as put:
+            for block in tsv_blocks(prepared.rows):
+                put(block)
+                size += len(block)
         sha = digest.hexdigest()
         if want_sha and want_sha != sha:
             raise SnapshotError(

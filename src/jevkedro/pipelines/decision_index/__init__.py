@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ import msgspec
 
 from jevkedro.config import PrepareOptions
 from jevkedro.family import Release, check_data_kind, expected_for, family_manifest, make_prepare, wire_question
+from jevkedro.nodes.background import read_ahead
 from jevkedro.nodes.gcpause import gc_paused
 from jevkedro.nodes.jsonparse import same_keys_as_text
 from jevkedro.nodes.snapshot import (
@@ -76,7 +78,8 @@ _ANY_JSON = msgspec.json.Decoder()
 def read_jsonl_gz(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], str, int]:
     """All ``(line, object)`` of a gzipped JSON-lines file, the sha256 and size of its uncompressed bytes.
 
-    The text is read in blocks of ``GZIP_BLOCK`` bytes (hashed as read) and each block's lines
+    The text is read in blocks of ``GZIP_BLOCK`` bytes (decompressed and hashed in a helper thread,
+    :func:`~jevkedro.nodes.background.read_ahead`) and each block's lines
     are decoded by msgspec in one pass. msgspec accepts a subset of what ``json.loads`` does and
     decodes it to the same objects, except that it keeps the last of a repeated key: a block is
     taken only when every key of its text survived (:func:`~jevkedro.nodes.jsonparse.same_keys_as_text`).
@@ -84,14 +87,15 @@ def read_jsonl_gz(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], str, in
     bad JSON) its lines are read one by one by the strict source reader, which refuses a repeated key
     and a number no double holds, naming file and line.
     """
-    digest, size, out = hashlib.sha256(), 0, []
+    digest, out = hashlib.sha256(), []
+    sizes = []
     lineno = 0  # lines before the block
     rest = b""
     try:
-        with gzip.open(path, "rb") as fh:
-            while block := fh.read(GZIP_BLOCK):
-                digest.update(block)
-                size += len(block)
+        # decompressed and hashed in a helper thread, up to two blocks ahead of the decoding here;
+        # closed (the helper stopped) before an error goes on
+        with closing(read_ahead(_hashed_blocks(path, digest, sizes), depth=1, name="jevkedro-gunzip")) as blocks:
+            for block in blocks:
                 data = rest + block if rest else block
                 cut = data.rfind(b"\n") + 1
                 rest = data[cut:]
@@ -100,11 +104,22 @@ def read_jsonl_gz(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], str, in
                     lines.pop()  # after the last newline
                     _decode_lines(path, lines, lineno, out)
                     lineno += len(lines)
-            if rest:  # a last line without its newline
-                _decode_lines(path, [rest], lineno, out, newline=b"")
+        if rest:  # a last line without its newline
+            _decode_lines(path, [rest], lineno, out, newline=b"")
     except (OSError, EOFError) as exc:
         raise SourceFormatError(f"{path}: not a readable gzip file ({exc})") from None
+    size = sum(sizes)
     return out, digest.hexdigest(), size
+
+
+def _hashed_blocks(path: Path, digest: Any, sizes: list[int]) -> Iterator[bytes]:
+    """The uncompressed text of ``path`` in blocks of ``GZIP_BLOCK`` bytes, each hashed (and its
+    size noted) before it is handed on."""
+    with gzip.open(path, "rb") as fh:
+        while block := fh.read(GZIP_BLOCK):
+            digest.update(block)
+            sizes.append(len(block))
+            yield block
 
 
 def _decode_lines(path: Path, lines: list[bytes], before: int, out: list[tuple[int, dict[str, Any]]],
@@ -180,6 +195,10 @@ def unscored_fields(scoring: Any) -> set[str]:
 _LABEL_TARGETS = tuple(Target(label=k) for k in range(256))
 _UNSCORED = Target(unscored=True)
 _SOURCE_KEYS = ("metadata", "provenance", "scoring", "_evaluation")
+_ROW_KEY_SET, _EVAL_KEY_SET = frozenset(ROW_KEYS), frozenset(EVAL_KEYS)
+# noul gold -> target: the candidates of every noul question are NOUL_ORDER_TRUE_FIRST
+_NOUL_TARGETS = {True: _LABEL_TARGETS[NOUL_ORDER_TRUE_FIRST.index("true")],
+                 False: _LABEL_TARGETS[NOUL_ORDER_TRUE_FIRST.index("false")]}
 
 
 def _target(where: str, qid: str, qtype: str, candidates: list[str], gold: Any) -> Target:
@@ -196,11 +215,10 @@ def _target(where: str, qid: str, qtype: str, candidates: list[str], gold: Any) 
 
 def map_row(where: str, obj: dict[str, Any]) -> SnapshotRow:
     """One suite record -> one snapshot row; only ``state`` and the questions reach the request."""
-    missing = [k for k in ROW_KEYS if k not in obj]
-    ev = obj.get("_evaluation")
-    if missing:
-        raise _fail(where, f"missing field(s) {missing}")
-    if not isinstance(ev, dict) or [k for k in EVAL_KEYS if k not in ev]:
+    if not _ROW_KEY_SET <= obj.keys():
+        raise _fail(where, f"missing field(s) {[k for k in ROW_KEYS if k not in obj]}")
+    ev = obj["_evaluation"]
+    if not isinstance(ev, dict) or not _EVAL_KEY_SET <= ev.keys():
         raise _fail(where, f"_evaluation must hold {list(EVAL_KEYS)}")
     questions = obj["questions"]
     if not isinstance(questions, dict) or not questions:
@@ -208,35 +226,45 @@ def map_row(where: str, obj: dict[str, Any]) -> SnapshotRow:
     expected = obj.get("expected") or {}
     if not isinstance(expected, dict):
         raise _fail(where, "expected must be an object (question -> gold or null)")
-    unknown = expected.keys() - questions.keys()
-    if unknown:
+    if not expected.keys() <= questions.keys():
+        unknown = expected.keys() - questions.keys()
         raise _fail(where, f"expected names question(s) not in the request: {sorted(unknown)}")
-    skip = unscored_fields(obj.get("scoring"))
+    scoring = obj.get("scoring")
+    skip = unscored_fields(scoring) if scoring else ()
     wire_qs, candidates, targets = {}, {}, {}
     for qid, q in questions.items():
         wire, cands = wire_question(where, qid, q, NOUL_ORDER_TRUE_FIRST)
-        if wire["type"] == "choice" and not 2 <= len(cands) <= 255:
+        qtype = wire["type"]
+        if qtype == "choice" and not 2 <= len(cands) <= 255:
             raise _fail(where, f"question {qid!r}: {len(cands)} options (the kit allows 2 to 255)")
-        wire_qs[qid], candidates[qid] = wire, cands
+        wire_qs[qid] = wire
+        candidates[qid] = cands
         gold = expected.get(qid)
-        targets[qid] = (_UNSCORED if gold is None or qid in skip
-                        else _target(where, qid, wire["type"], cands, gold))
+        if gold is None or qid in skip:
+            targets[qid] = _UNSCORED
+        elif qtype == "noul" and type(gold) is bool:
+            targets[qid] = _NOUL_TARGETS[gold]
+        else:
+            targets[qid] = _target(where, qid, qtype, cands, gold)
     cid = int(ev["catalog_id"])
-    area_of = edition_03().area_of
+    area = edition_03().area_of.get(cid)
     metadata = obj.get("metadata")
     split = obj.get("split")
+    source = {"line": file_line(where), "id": obj["id"], "family": obj.get("family"), "split": split}
+    for k in _SOURCE_KEYS:
+        if k in obj:
+            source[k] = obj[k]
     return SnapshotRow(
         str(ev["run_id"]),
         {"state": obj["state"], "questions": wire_qs},
         candidates,
         targets,
         {"catalog_id": cid, "dataset": ev["dataset"], "track": str(ev["track"]),
-         "area": area_of.get(cid, "shown_only"), "in_index": cid in area_of,
+         "area": "shown_only" if area is None else area, "in_index": area is not None,
          "domain": metadata.get("domain") if isinstance(metadata, dict) else None, "split": split},
         # the case group id stays out of the generic slices (one group per case: 100k+ groups);
         # the official scorer reads it from _evaluation. ``line``: file name and line, no local path.
-        {"line": file_line(where), "id": obj["id"], "family": obj.get("family"), "split": split,
-         **{k: obj[k] for k in _SOURCE_KEYS if k in obj}},
+        source,
     )
 
 
@@ -337,7 +365,7 @@ def _source_file(folder: Path, pin: dict[str, Any], data: str) -> tuple[SourceFi
     return check_source(path, pin if pin.get("sha256") else None), None
 
 
-@gc_paused()
+@gc_paused(keep=True)
 def read_release(options: PrepareOptions, view: str = "decision_index") -> Release:
     """Read a suite folder and apply the 0.3 read-time rules.
 
@@ -372,7 +400,7 @@ def read_release(options: PrepareOptions, view: str = "decision_index") -> Relea
                    notes={"read_steps": steps, "excluded_ids": excluded})
 
 
-@gc_paused()
+@gc_paused(keep=True)
 def build(release: Release, view: str = "decision_index") -> PreparedView:
     """Map every kept record (pure); run ids must be unique, and the datasets found must be the
     ones edition 0.3 runs (and as many as it pins)."""
