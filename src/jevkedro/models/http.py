@@ -372,18 +372,17 @@ class HttpAdapter(Adapter):
                                  raw=self._excerpt(text) if text else None,
                                  error=f"HTTP {status} with a body over model.max_response_bytes={cap} "
                                        f"({'declared' if body.declared else 'read'} {body.size} bytes; stopped reading)")
-        common = {"raw": text, "http_status": status, "server_request_id": request_id}
         if status in (413, 422):
-            return AdapterResult(status="error", failure="request",
-                                 error=f"HTTP {status}: {self._excerpt(text)}", **common)
+            return AdapterResult(status="error", failure="request", error=f"HTTP {status}: {self._excerpt(text)}",
+                                 raw=text, http_status=status, server_request_id=request_id)
         if not 200 <= status < 300:
-            return AdapterResult(status="error", failure="server",
-                                 error=f"HTTP {status}: {self._excerpt(text)}", **common)
+            return AdapterResult(status="error", failure="server", error=f"HTTP {status}: {self._excerpt(text)}",
+                                 raw=text, http_status=status, server_request_id=request_id)
         try:  # repeated keys are found and numbers beyond the double range read as infinity
             parsed = parse_json(text)
         except JSONTextError as exc:
-            return AdapterResult(status="error", failure="malformed",
-                                 error=f"HTTP {status} with a body that is not JSON ({exc})", **common)
+            return AdapterResult(status="error", failure="malformed", error=f"HTTP {status} with a body that is not JSON ({exc})",
+                                 raw=text, http_status=status, server_request_id=request_id)
         return HttpReply(status, parsed.value, text, request_id, [list(p) for p in parsed.duplicate_keys])
 
 

@@ -365,8 +365,8 @@ def report_intervals(t: Terms, slices: Mapping[str, np.ndarray], units: np.ndarr
     boot_head = np.vstack(parts_head) if parts_head else np.zeros((0, head.shape[0]))
     boot_slices = np.vstack(parts_slices) if parts_slices else np.zeros((0, 2 * len(keys)))
     values = _headline_of(boot_head)
-    head = {name: list(percentile_interval(values[name], level)) for name in HEADLINE}
-    return head, (_slice_results(t, member, keys, boot_slices, level) if keys else {})
+    intervals = {name: list(percentile_interval(values[name], level)) for name in HEADLINE}
+    return intervals, (_slice_results(t, member, keys, boot_slices, level) if keys else {})
 
 
 # -- paired comparison of two models ----------------------------------------------------------------

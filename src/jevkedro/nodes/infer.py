@@ -901,7 +901,7 @@ async def _ask_on_loop(adapter: Adapter, pending: Iterator[tuple[str, dict[str, 
             halted.set()
             await asyncio.wait(workers)
             raise
-        failed = [t.exception() for t in workers if t.exception() is not None]
+        failed = [exc for t in workers if (exc := t.exception()) is not None]
         for extra in failed[1:]:  # a failure while the run was already failing: nothing more to keep
             log.error("lost while the run was failing: %r", extra)
         if failed:
