@@ -11,9 +11,12 @@ What it measures:
 1. ``systemone`` adapter, local executor, at ``model.concurrency`` 1, 8 and 32: requests per
    second over a synthetic view, as a fraction of the ideal ``concurrency / answer_time`` (the
    server sleeps ``--delay-s``, 20 ms, per request and runs in its own process so it does not share
-   the client's GIL), and the client's CPU seconds per request (``time.process_time``, every thread
-   of the client process; the server's from /proc). With two or more cores the client is pinned to core 0 and the server to
-   core 1 (``taskset``; ``--no-pin`` leaves both free).
+   the client's GIL; ``--server asyncio``, the default, is ``benchmarks/fixed_delay_server.py``, one
+   event loop that costs ~0.1 ms of CPU per request, so 32 requests arriving together are all
+   answered 20 ms later; ``--server threading`` is the tests' ``python -m jevkedro.testing``), and
+   the client's CPU seconds per request (``time.process_time``, every thread of the client
+   process; the server's from /proc). With two or more cores the client is pinned to core 0 and
+   the server to core 1 (``taskset``; ``--no-pin`` leaves both free).
    Median of ``--repeats`` runs; every run starts from an empty predictions log
    and writes it as a real run does (append + flush per line, fsync at most once a second).
    ``--transport loop`` (the default for remote adapters: one thread, one event loop) and/or
@@ -44,10 +47,15 @@ from jevkedro.models import make_adapter
 from jevkedro.nodes.infer import EngineSettings, PredictionLog, run_inference
 from jevkedro.testing import synthetic_rows, synthetic_snapshot
 
+SERVERS = {  # --server: the fixed-delay asyncio server, or the tests' threaded fault-injecting one
+    "asyncio": [str(Path(__file__).with_name("fixed_delay_server.py"))],
+    "threading": ["-m", "jevkedro.testing"],
+}
 
-def start_server(delay_s: float, core: int | None) -> tuple[subprocess.Popen, str]:
+
+def start_server(delay_s: float, core: int | None, kind: str = "asyncio") -> tuple[subprocess.Popen, str]:
     pin = ["taskset", "-c", str(core)] if core is not None else []
-    proc = subprocess.Popen([*pin, sys.executable, "-m", "jevkedro.testing", "--delay-s", str(delay_s)],
+    proc = subprocess.Popen([*pin, sys.executable, *SERVERS[kind], "--delay-s", str(delay_s)],
                             stdout=subprocess.PIPE, text=True)
     return proc, proc.stdout.readline().strip()
 
@@ -151,14 +159,18 @@ def main() -> None:
     ap.add_argument("--no-dask", action="store_true", help="skip the Dask comparison")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     ap.add_argument("--transport", nargs="+", choices=["loop", "thread"], default=["loop", "thread"])
+    ap.add_argument("--server", choices=sorted(SERVERS), default="asyncio",
+                    help="asyncio: benchmarks/fixed_delay_server.py, which answers after the delay at little CPU; "
+                         "threading: the tests' server (python -m jevkedro.testing), ~0.4 ms of CPU per request in threads")
     args = ap.parse_args()
     all_cores = os.sched_getaffinity(0)
     pin = not args.no_pin and len(all_cores) >= 2 and shutil.which("taskset") is not None
-    server, endpoint = start_server(args.delay_s, 1 if pin else None)
+    server, endpoint = start_server(args.delay_s, 1 if pin else None, args.server)
     if pin:
         os.sched_setaffinity(0, {0})  # the client (this process, all its threads) on core 0, as taskset -c 0
-    results: dict = {"delay_s": args.delay_s, "repeats": args.repeats, "pinned": pin, "concurrency": {}}
-    print(f"client {'core 0, server core 1' if pin else 'and server unpinned'}; load average {load()}", flush=True)
+    results: dict = {"delay_s": args.delay_s, "repeats": args.repeats, "pinned": pin, "server": args.server, "concurrency": {}}
+    print(f"{args.server} server; client {'core 0, server core 1' if pin else 'and server unpinned'}; load average {load()}",
+          flush=True)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             tmp = Path(tmp)
