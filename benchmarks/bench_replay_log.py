@@ -1,8 +1,10 @@
 """Reading a replay file, writing and compacting the predictions log, at Decision Index scale.
 
-Command (from the project root, after `make setup`; about 3 minutes on the 2-core machine):
+Commands (from the project root, after `make setup`; about 4 minutes on the 2-core machine, and
+about 15 more for the million, run once):
 
     .venv/bin/python benchmarks/bench_replay_log.py --requests 10000 100000 140178 --repeats 3
+    .venv/bin/python benchmarks/bench_replay_log.py --requests 1000000 --repeats 1
 
 For each size (in its own subprocess) a replay file of System One bodies is written (2 questions
 per request: a 3-5 option choice with ``choice`` and ``confidence``, and a noul; ``model`` and
@@ -21,8 +23,11 @@ per request: a 3-5 option choice with ``choice`` and ``confidence``, and a noul;
   from reading the file to the compacted log (what ``kedro run ... model.adapter=replay`` costs
   before scoring).
 
-It prints the median seconds, the rate, the peak RSS of the stage and what the stage added per
-request.
+It prints, per size, the median seconds, microseconds per request (constant across sizes when the
+cost is linear), the rate, the peak RSS of the stage and what the stage added to the resident size
+per request (peak minus the size before the stage, over the requests); then one line per stage
+with its microseconds per request at every size. ``--src`` measures another checkout's code with
+the same script (before/after).
 """
 
 from __future__ import annotations
@@ -133,7 +138,7 @@ def run_size(n: int, repeats: int) -> dict:
 
         def replay_run() -> None:
             plog = PredictionLog(work / "run" / "predictions.jsonl")
-            run_inference(snapshot, ReplayAdapter(path=str(path)), plog, EngineSettings(progress_s=0))
+            run_inference(snapshot, ReplayAdapter(path=str(path)), plog, EngineSettings(progress=0))
 
         stage("replay run", replay_run, repeats, res)
         res["log_bytes"] = log_path.stat().st_size
@@ -142,30 +147,46 @@ def run_size(n: int, repeats: int) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
+STAGES = ("replay read", "loads loop", "sha256sum", "log write", "ideal write", "dumps loop", "log compact", "cp", "replay run")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, nargs="+", default=[10_000, 100_000, 140_178])
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--src", help="the src folder of the code to measure (default: this checkout's)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(run_size(args.one, args.repeats)))
         return
+    env = {**os.environ}
+    if args.src:
+        env["PYTHONPATH"] = str(Path(args.src).resolve())
+    per_request: dict[str, dict[int, float]] = {}
     for n in args.requests:
         out = subprocess.run([sys.executable, __file__, "--one", str(n), "--repeats", str(args.repeats)],
-                             check=True, capture_output=True, text=True, env={**os.environ})
+                             check=True, capture_output=True, text=True, env=env)
         res = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"\n{n:,} requests (replay file {res['replay_bytes'] / 1e6:.0f} MB, log {res['log_bytes'] / 1e6:.0f} MB), "
-              f"medians of {args.repeats}")
-        print(f"  {'stage':<14}{'median s':>10}{'requests/s':>12}{'peak RSS MiB':>14}{'added B/request':>17}")
-        for name, st in res.items():
-            if isinstance(st, dict) and "median_s" in st:
-                added = max(st["peak_kb"] - st["start_kb"], 0) * 1024 / n
-                print(f"  {name:<14}{st['median_s']:>10.3f}{n / st['median_s']:>12,.0f}{st['peak_kb'] / 1024:>14.0f}{added:>17.0f}")
-        print(f"  replay read / loads loop: {res['replay read']['median_s'] / res['loads loop']['median_s']:.2f}x;  "
+              f"medians of {args.repeats}; load {os.getloadavg()[0]:.1f}")
+        print(f"  {'stage':<14}{'median s':>10}{'us/request':>12}{'requests/s':>12}{'peak RSS MiB':>14}{'added B/request':>17}")
+        for name in STAGES:
+            st = res[name]
+            added = max(st["peak_kb"] - st["start_kb"], 0) * 1024 / n
+            per_request.setdefault(name, {})[n] = st["median_s"] / n * 1e6
+            print(f"  {name:<14}{st['median_s']:>10.3f}{st['median_s'] / n * 1e6:>12.2f}{n / st['median_s']:>12,.0f}"
+                  f"{st['peak_kb'] / 1024:>14.0f}{added:>17.0f}")
+        print(f"  replay read / loads loop: {res['replay read']['median_s'] / res['loads loop']['median_s']:.2f}x, "
+              f"/ sha256sum: {res['replay read']['median_s'] / res['sha256sum']['median_s']:.1f}x;  "
               f"log write / dumps loop: {res['log write']['median_s'] / res['dumps loop']['median_s']:.2f}x, "
               f"/ ideal write: {res['log write']['median_s'] / res['ideal write']['median_s']:.1f}x;  "
               f"log compact / cp: {res['log compact']['median_s'] / res['cp']['median_s']:.1f}x")
+    if len(args.requests) > 1:
+        print("\nmicroseconds per request (linear cost: the same at every size)")
+        print(f"  {'stage':<14}" + "".join(f"{n:>12,}" for n in args.requests))
+        for name in STAGES:
+            print(f"  {name:<14}" + "".join(f"{per_request[name][n]:>12.2f}" for n in args.requests))
 
 
 if __name__ == "__main__":
