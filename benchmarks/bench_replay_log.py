@@ -23,7 +23,8 @@ per request: a 3-5 option choice with ``choice`` and ``confidence``, and a noul;
   from reading the file to the compacted log (what ``kedro run ... model.adapter=replay`` costs
   before scoring).
 
-It prints, per size, the median seconds, microseconds per request (constant across sizes when the
+It prints, per size, the median seconds (wall, and CPU of the process and its children),
+microseconds per request (constant across sizes when the
 cost is linear), the rate, the peak RSS of the stage and what the stage added to the resident size
 per request (peak minus the size before the stage, over the requests); then one line per stage
 with its microseconds per request at every size. ``--src`` measures another checkout's code with
@@ -33,10 +34,12 @@ the same script (before/after).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,6 +51,26 @@ from jevkedro.models.replay import ReplayAdapter  # noqa: E402
 from jevkedro.nodes.infer import EngineSettings, PredictionLog, _record, encode_record, run_inference  # noqa: E402
 from jevkedro.nodes.snapshot import PreparedView, commit_dataset, load_snapshot, verify_snapshot_bytes  # noqa: E402
 from jevkedro.protocol import SnapshotRow, Target  # noqa: E402
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and of the children it waited for (sha256sum, cp)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def timed(name: str, fn, repeats: int, results: dict, before=None) -> None:
+    """:func:`bench_scoring.stage` (median wall seconds, peak RSS), plus the median CPU seconds:
+    on a shared machine the wall time grows with the others' load, the CPU time much less."""
+    cpu: list[float] = []
+
+    def run() -> None:
+        t0 = _cpu_s()
+        fn()
+        cpu.append(_cpu_s() - t0)
+
+    stage(name, run, repeats, results, before=before)
+    results[name]["cpu_s"] = statistics.median(cpu)
 
 
 def body(rng: random.Random, k: int) -> dict:
@@ -95,9 +118,9 @@ def run_size(n: int, repeats: int) -> dict:
             with open(path, encoding="utf-8") as fh:
                 {(obj := json.loads(line))["request_id"]: obj["response"] for line in fh}  # noqa: B018
 
-        stage("replay read", replay_read, repeats, res)
-        stage("loads loop", per_item_loop, repeats, res)
-        stage("sha256sum", lambda: subprocess.run(["sha256sum", str(path)], check=True, capture_output=True), repeats, res)
+        timed("replay read", replay_read, repeats, res)
+        timed("loads loop", per_item_loop, repeats, res)
+        timed("sha256sum", lambda: subprocess.run(["sha256sum", str(path)], check=True, capture_output=True), repeats, res)
         adapter = ReplayAdapter(path=str(path))
         adapter.setup()
         records = [_record(rid, adapter.answer(rid, {}), None, "0" * 64, False) for rid in ids]
@@ -127,11 +150,11 @@ def run_size(n: int, repeats: int) -> dict:
                     fh.write((json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8"))
                     fh.flush()
 
-        stage("log write", log_write, repeats, res)
-        stage("ideal write", ideal_write, repeats, res)
-        stage("dumps loop", dumps_loop, repeats, res)
-        stage("log compact", lambda: written[0].compact(ids), repeats, res, before=log_write)  # as the engine does
-        stage("cp", lambda: shutil.copyfile(log_path, work / "copy.jsonl"), repeats, res)
+        timed("log write", log_write, repeats, res)
+        timed("ideal write", ideal_write, repeats, res)
+        timed("dumps loop", dumps_loop, repeats, res)
+        timed("log compact", lambda: written[0].compact(ids), repeats, res, before=log_write)  # as the engine does
+        timed("cp", lambda: shutil.copyfile(log_path, work / "copy.jsonl"), repeats, res)
         records.clear()
         shuffled.clear()
         snapshot = verify_snapshot_bytes(load_snapshot(work / "snap", "replay_bench"))
@@ -140,11 +163,15 @@ def run_size(n: int, repeats: int) -> dict:
             plog = PredictionLog(work / "run" / "predictions.jsonl")
             run_inference(snapshot, ReplayAdapter(path=str(path)), plog, EngineSettings(progress=0))
 
-        stage("replay run", replay_run, repeats, res)
+        timed("replay run", replay_run, repeats, res)
         res["log_bytes"] = log_path.stat().st_size
         return res
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _ratio(seconds: dict[str, float], a: str, b: str) -> str:
+    return f"{seconds[a] / seconds[b]:.2f}x" if seconds[b] > 0 else "n/a"  # CPU seconds tick by 10 ms
 
 
 STAGES = ("replay read", "loads loop", "sha256sum", "log write", "ideal write", "dumps loop", "log compact", "cp", "replay run")
@@ -170,18 +197,20 @@ def main() -> None:
         res = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"\n{n:,} requests (replay file {res['replay_bytes'] / 1e6:.0f} MB, log {res['log_bytes'] / 1e6:.0f} MB), "
               f"medians of {args.repeats}; load {os.getloadavg()[0]:.1f}")
-        print(f"  {'stage':<14}{'median s':>10}{'us/request':>12}{'requests/s':>12}{'peak RSS MiB':>14}{'added B/request':>17}")
+        print(f"  {'stage':<14}{'median s':>10}{'CPU s':>8}{'us/request':>12}{'requests/s':>12}{'peak RSS MiB':>14}"
+              f"{'added B/request':>17}")
         for name in STAGES:
             st = res[name]
             added = max(st["peak_kb"] - st["start_kb"], 0) * 1024 / n
             per_request.setdefault(name, {})[n] = st["median_s"] / n * 1e6
-            print(f"  {name:<14}{st['median_s']:>10.3f}{st['median_s'] / n * 1e6:>12.2f}{n / st['median_s']:>12,.0f}"
+            print(f"  {name:<14}{st['median_s']:>10.3f}{st['cpu_s']:>8.3f}{st['median_s'] / n * 1e6:>12.2f}{n / st['median_s']:>12,.0f}"
                   f"{st['peak_kb'] / 1024:>14.0f}{added:>17.0f}")
-        print(f"  replay read / loads loop: {res['replay read']['median_s'] / res['loads loop']['median_s']:.2f}x, "
-              f"/ sha256sum: {res['replay read']['median_s'] / res['sha256sum']['median_s']:.1f}x;  "
-              f"log write / dumps loop: {res['log write']['median_s'] / res['dumps loop']['median_s']:.2f}x, "
-              f"/ ideal write: {res['log write']['median_s'] / res['ideal write']['median_s']:.1f}x;  "
-              f"log compact / cp: {res['log compact']['median_s'] / res['cp']['median_s']:.1f}x")
+        for what in ("median_s", "cpu_s"):
+            r = {name: res[name][what] for name in STAGES}
+            ratio = functools.partial(_ratio, r)
+            print(f"  {'wall' if what == 'median_s' else 'CPU'}: replay read / loads loop {ratio('replay read', 'loads loop')}, "
+                  f"/ sha256sum {ratio('replay read', 'sha256sum')};  log write / dumps loop {ratio('log write', 'dumps loop')}, "
+                  f"/ ideal write {ratio('log write', 'ideal write')};  log compact / cp {ratio('log compact', 'cp')}")
     if len(args.requests) > 1:
         print("\nmicroseconds per request (linear cost: the same at every size)")
         print(f"  {'stage':<14}" + "".join(f"{n:>12,}" for n in args.requests))

@@ -428,21 +428,22 @@ class PredictionLog:
         np.cumsum(lengths, out=new_offsets[1:])
         # a run ends where the next kept line does not follow it in the old file, or at the size cap
         breaks = np.flatnonzero(starts[1:] != starts[:-1] + lengths[:-1]) + 1
-        bounds = _capped_runs(np.concatenate(([0], breaks, [n])), new_offsets, COMPACT_RUN_BYTES)
-        offsets, old_starts = new_offsets.tolist(), starts.tolist()
+        bounds = np.asarray(_capped_runs(np.concatenate(([0], breaks, [n])), new_offsets, COMPACT_RUN_BYTES))
+        firsts, ends = bounds[:-1], bounds[1:]
+        firsts, ends = firsts[ends > firsts], ends[ends > firsts]  # the runs that hold lines
+        run_starts, run_sizes = starts[firsts].tolist(), (new_offsets[ends] - new_offsets[firsts]).tolist()
         with ExitStack() as stack:
             src = stack.enter_context(open(self.path, "rb")) if entries else None
             dst = stack.enter_context(atomic_writer(self.path))
-            fd = src.fileno() if src is not None else -1
-            for a, b in zip(bounds, bounds[1:]):
-                if a == b:
-                    continue
-                size = offsets[b] - offsets[a]
-                data = os.pread(fd, size, old_starts[a])
+            fd, pread, write = src.fileno() if src is not None else -1, os.pread, dst.write
+            for at, size in zip(run_starts, run_sizes):
+                data = pread(fd, size, at)
                 if len(data) != size or data[-1:] != b"\n":
+                    last = int(ends[run_starts.index(at)]) - 1
                     raise PredictionLogError(f"{self.path}: changed while it was being compacted "
-                                             f"(line of {rids[b - 1]} at byte {entries[b - 1].offset})")
-                dst.write(data)
+                                             f"(line of {rids[last]} at byte {entries[last].offset})")
+                write(data)
+        offsets = new_offsets.tolist()
         self.index = dict(zip(rids, map(_new_entry, map(_entry_status, entries), map(_entry_sha, entries),
                                         map(_entry_cost, entries), offsets, lengths.tolist(),
                                         map(_entry_identity, entries))))
