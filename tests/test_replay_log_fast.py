@@ -240,3 +240,16 @@ def test_a_shuffled_log_is_compacted_in_order_with_every_line_read_once(tmp_path
     plog.compact(rids)
     assert [json.loads(x)["request_id"] for x in path.read_bytes().splitlines()] == rids
     assert sum(reads) == path.stat().st_size  # each line copied once
+
+
+def test_a_log_cut_short_before_compaction_is_refused_naming_the_line_and_left_as_it_was(tmp_path):
+    path = tmp_path / "predictions.jsonl"
+    plog = PredictionLog(path)
+    for i in (3, 0, 4, 1, 2):
+        plog.append(record_of(f"r{i}", body(i), {}))
+    plog.close()
+    cut = path.read_bytes()[:-10]  # the file changed under the index (the last line written is r2's)
+    path.write_bytes(cut)
+    with pytest.raises(infer.PredictionLogError, match=r"changed while it was being compacted \(line of r2 at byte \d+\)"):
+        plog.compact([f"r{i}" for i in range(5)])
+    assert path.read_bytes() == cut and [p.name for p in tmp_path.iterdir()] == ["predictions.jsonl"]
