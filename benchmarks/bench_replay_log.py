@@ -123,9 +123,11 @@ def run_size(n: int, repeats: int) -> dict:
         timed("sha256sum", lambda: subprocess.run(["sha256sum", str(path)], check=True, capture_output=True), repeats, res)
         adapter = ReplayAdapter(path=str(path))
         adapter.setup()
-        records = [_record(rid, adapter.answer(rid, {}), None, "0" * 64, False) for rid in ids]
-        shuffled = records[:]
-        random.Random(1).shuffle(shuffled)
+        completion_order = ids[:]
+        random.Random(1).shuffle(completion_order)
+        # made in completion order, as the engine makes each record just before appending it (a
+        # shuffled list of records made in snapshot order would make every append touch cold memory)
+        shuffled = [_record(rid, adapter.answer(rid, {}), None, "0" * 64, False) for rid in completion_order]
         log_path = work / "out" / "predictions.jsonl"
 
         written: list[PredictionLog] = []
@@ -155,7 +157,6 @@ def run_size(n: int, repeats: int) -> dict:
         timed("dumps loop", dumps_loop, repeats, res)
         timed("log compact", lambda: written[0].compact(ids), repeats, res, before=log_write)  # as the engine does
         timed("cp", lambda: shutil.copyfile(log_path, work / "copy.jsonl"), repeats, res)
-        records.clear()
         shuffled.clear()
         snapshot = verify_snapshot_bytes(load_snapshot(work / "snap", "replay_bench"))
 

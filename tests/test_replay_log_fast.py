@@ -192,6 +192,12 @@ def test_a_record_is_written_byte_for_byte_as_the_reference_writes_it(response, 
     assert encode_record(record) == reference_encode(record)
     if stamp is not None:
         assert encode_record(record, stamp) == reference_encode({**record, IDENTITY_FIELD: stamp})
+        restamp = {**record, IDENTITY_FIELD: "other"}  # stamped by another identity: restamped in place
+        assert encode_record(restamp, stamp) == reference_encode({**restamp, IDENTITY_FIELD: stamp})
+
+
+def test_a_stamp_on_a_record_with_no_other_field_is_still_json():
+    assert encode_record({}, "d") == reference_encode({IDENTITY_FIELD: "d"}) == b'{"run_identity":"d"}\n'
 
 
 @pytest.mark.parametrize("response", [math.nan, {"p": math.inf}, [1, -math.inf], {"a": None, "b": math.nan}, {"null": 1},

@@ -371,11 +371,7 @@ class PredictionLog:
                 raise PredictionLogError(f"{self.path}: refusing to append a record with {why}")
         identity, stamp = record.get(IDENTITY_FIELD), None
         if self.identity is not None and identity != self.identity:
-            if IDENTITY_FIELD in record:  # stamped by another identity: restamped in place
-                record = {**record, IDENTITY_FIELD: self.identity}
-            else:  # the stamp goes last, as {**record, IDENTITY_FIELD: ...} would put it
-                stamp = self.identity
-            identity = self.identity
+            identity = stamp = self.identity
         if self._fh is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = open(self.path, "ab", buffering=0)  # unbuffered: each write is the system call
@@ -464,9 +460,9 @@ def _capped_runs(bounds: np.ndarray, offsets: np.ndarray, cap: int) -> list[int]
 
 
 def encode_record(record: Mapping[str, Any], stamp: str | None = None) -> bytes:
-    """One log line (UTF-8, ending in a newline): ``record``, with ``stamp`` as its last field
-    ``run_identity`` when given (a record without one; written as ``{**record, "run_identity":
-    stamp}`` would be, without copying the record). msgspec writes it unless the response holds a
+    """One log line (UTF-8, ending in a newline): ``record``, stamped with ``stamp`` when given,
+    exactly as ``{**record, "run_identity": stamp}`` would be written (a new field goes last:
+    spliced in without copying the record). msgspec writes it unless the response holds a
     float JSON has no literal for (NaN, infinity: written ``NaN``/``Infinity`` by ``json.dumps``, so
     the reader judges the number, not a null) or something msgspec does not write (a lone
     surrogate, an integer past 64 bits).
@@ -474,6 +470,8 @@ def encode_record(record: Mapping[str, Any], stamp: str | None = None) -> bytes:
     msgspec writes a non-finite float as ``null``; a line with no more ``null`` than the record has
     top-level None values holds no null inside any value, so no such float: then nothing but the
     one encoding is needed. Otherwise the response is looked at (written alone, then walked)."""
+    if stamp is not None and IDENTITY_FIELD in record:  # stamped by another identity: restamped in place
+        record, stamp = {**record, IDENTITY_FIELD: stamp}, None
     try:
         data = _RECORD_ENCODER.encode(record)
         finite = (data.count(b"null") == countOf(record.values(), None)
@@ -483,7 +481,8 @@ def encode_record(record: Mapping[str, Any], stamp: str | None = None) -> bytes:
     if finite:
         if stamp is None:
             return data + b"\n"
-        return b"".join((data[:-1], b',"' + IDENTITY_FIELD.encode() + b'":', _RECORD_ENCODER.encode(stamp), b"}\n"))
+        field = b'"' + IDENTITY_FIELD.encode() + b'":'  # after the last member, before the closing brace
+        return b"".join((data[:-1], b"," if len(data) > 2 else b"", field, _RECORD_ENCODER.encode(stamp), b"}\n"))
     if stamp is not None:
         record = {**record, IDENTITY_FIELD: stamp}
     try:
