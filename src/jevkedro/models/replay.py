@@ -91,7 +91,7 @@ def _vouched_ids(chunk: bytes, lines: list[bytes]) -> list[str] | None:
             chunk.decode("utf-8")
         except UnicodeDecodeError:
             return None
-    if chunk.count(_REQUEST_ID_KEY) != len(lines) or any(e in chunk for e in _ESCAPED_KEY_LETTERS):
+    if chunk.count(_REQUEST_ID_KEY) != len(lines) or (b"\\u00" in chunk and any(e in chunk for e in _ESCAPED_KEY_LETTERS)):
         return None
     try:
         return [line.request_id for line in map(_LINE_DECODER.decode, lines)]
