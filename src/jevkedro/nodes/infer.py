@@ -66,7 +66,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass
 from itertools import accumulate
-from operator import attrgetter
+from operator import attrgetter, countOf, itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -128,18 +128,9 @@ _STATUS_SET = frozenset(RECORD_STATUSES)
 _get_request_id, _get_status = attrgetter("request_id"), attrgetter("status")
 _get_sha, _get_cost = attrgetter("snapshot_sha256"), attrgetter("cost_usd")
 _get_identity = attrgetter("run_identity")
+# the fields of a LogEntry, for maps over many of them
+_entry_status, _entry_sha, _entry_cost, _entry_offset, _entry_length, _entry_identity = map(itemgetter, range(6))
 IDENTITY_FIELD = "run_identity"
-
-
-def _entry(record: Mapping[str, Any] | _IndexFields, offset: int, length: int) -> LogEntry:
-    if isinstance(record, _IndexFields):
-        status, sha, cost, ident = record.status, record.snapshot_sha256, record.cost_usd, record.run_identity
-    else:
-        status, sha, cost = record.get("status"), record.get("snapshot_sha256"), record.get("cost_usd")
-        ident = record.get(IDENTITY_FIELD)
-    return LogEntry(sys.intern(status) if isinstance(status, str) else status,
-                    sys.intern(sha) if isinstance(sha, str) else sha, cost, offset, length,
-                    sys.intern(ident) if isinstance(ident, str) else None)
 
 
 def _problem(request_id: Any, status: Any) -> str | None:
@@ -376,28 +367,35 @@ class PredictionLog:
         return target
 
     def append(self, record: dict[str, Any]) -> None:
-        why = _problem(record.get("request_id", msgspec.UNSET), record.get("status", msgspec.UNSET))
-        if why:  # never write a line the log would refuse when it is read back
-            raise PredictionLogError(f"{self.path}: refusing to append a record with {why}")
-        if self.identity is not None and record.get(IDENTITY_FIELD) != self.identity:
-            record = {**record, IDENTITY_FIELD: self.identity}
+        rid, status = record.get("request_id", msgspec.UNSET), record.get("status", msgspec.UNSET)
+        if not (type(rid) is str and type(status) is str and status in _STATUS_SET):  # else: _problem's verdict
+            why = _problem(rid, status)
+            if why:  # never write a line the log would refuse when it is read back
+                raise PredictionLogError(f"{self.path}: refusing to append a record with {why}")
+        identity, stamp = record.get(IDENTITY_FIELD), None
+        if self.identity is not None and identity != self.identity:
+            identity = stamp = self.identity
         if self._fh is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = open(self.path, "ab", buffering=0)  # unbuffered: each write is the system call
             self._end = self._fh.seek(0, os.SEEK_END)
-        data = encode_record(record)
+        data = encode_record(record, stamp)
         offset = self._end
         # One write per complete line: a kill leaves whole lines plus at most one torn tail.
-        written = self._fh.write(data)
+        fd = self._fh.fileno()
+        written = os.write(fd, data)
         while written < len(data):  # a short write (a full disk raises on the next one)
-            written += self._fh.write(data[written:])
+            written += os.write(fd, data[written:])
         self._end += len(data)
         now = time.monotonic()
         if self.fsync_policy == "always" or (self.fsync_policy == "interval"
                                              and now - self._last_sync >= self.fsync_interval_s):
-            os.fsync(self._fh.fileno())
+            os.fsync(fd)
             self._last_sync = now
-        self.index[record["request_id"]] = _entry(record, offset, len(data))
+        sha = record.get("snapshot_sha256")
+        self.index[rid] = _new_entry(sys.intern(status), sys.intern(sha) if type(sha) is str else sha,
+                                     record.get("cost_usd"), offset, len(data),
+                                     sys.intern(identity) if type(identity) is str else None)
 
     def sync(self) -> None:
         if self._fh is not None:
@@ -409,37 +407,45 @@ class PredictionLog:
             self._fh.close()
             self._fh = None
 
+    @gc_paused()
     def compact(self, order: list[str]) -> None:
         """Rewrite atomically: one line per request (its latest), in ``order``; requests not in
         ``order`` are dropped. Lines are copied byte for byte from the old file, each run of
         adjacent lines with one read (at most ``COMPACT_RUN_BYTES`` held), so memory stays flat."""
         self.close()
         old = self.index
-        kept = [(rid, e) for rid in order if (e := old.get(rid)) is not None]
-        lengths = np.fromiter((e.length for _, e in kept), dtype=np.int64, count=len(kept))
-        starts = np.fromiter((e.offset for _, e in kept), dtype=np.int64, count=len(kept))
-        new_offsets = np.zeros(len(kept) + 1, dtype=np.int64)
+        found = list(map(old.get, order))
+        if None in found:  # requests without a line: not kept
+            rids = [rid for rid, e in zip(order, found) if e is not None]
+            entries = [e for e in found if e is not None]
+        else:
+            rids, entries = list(order), found
+        n = len(entries)
+        lengths = np.fromiter(map(_entry_length, entries), dtype=np.int64, count=n)
+        starts = np.fromiter(map(_entry_offset, entries), dtype=np.int64, count=n)
+        new_offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lengths, out=new_offsets[1:])
         # a run ends where the next kept line does not follow it in the old file, or at the size cap
         breaks = np.flatnonzero(starts[1:] != starts[:-1] + lengths[:-1]) + 1
-        bounds = _capped_runs(np.concatenate(([0], breaks, [len(kept)])), new_offsets, COMPACT_RUN_BYTES)
-        offsets, old_starts = new_offsets.tolist(), starts.tolist()
+        bounds = np.asarray(_capped_runs(np.concatenate(([0], breaks, [n])), new_offsets, COMPACT_RUN_BYTES))
+        firsts, ends = bounds[:-1], bounds[1:]
+        firsts, ends = firsts[ends > firsts], ends[ends > firsts]  # the runs that hold lines
+        run_starts, run_sizes = starts[firsts].tolist(), (new_offsets[ends] - new_offsets[firsts]).tolist()
         with ExitStack() as stack:
-            src = stack.enter_context(open(self.path, "rb")) if kept else None
+            src = stack.enter_context(open(self.path, "rb")) if entries else None
             dst = stack.enter_context(atomic_writer(self.path))
-            for a, b in zip(bounds, bounds[1:]):
-                if a == b:
-                    continue
-                assert src is not None  # a non-empty run: there are kept lines to copy
-                size = offsets[b] - offsets[a]
-                data = os.pread(src.fileno(), size, old_starts[a])
-                if len(data) != size or not data.endswith(b"\n"):
-                    rid, entry = kept[b - 1]
+            fd, pread, write = src.fileno() if src is not None else -1, os.pread, dst.write
+            for at, size in zip(run_starts, run_sizes):
+                data = pread(fd, size, at)
+                if len(data) != size or data[-1:] != b"\n":
+                    last = int(ends[run_starts.index(at)]) - 1
                     raise PredictionLogError(f"{self.path}: changed while it was being compacted "
-                                             f"(line of {rid} at byte {entry.offset})")
-                dst.write(data)
-        self.index = {rid: LogEntry(e.status, e.snapshot_sha256, e.cost_usd, off, e.length, e.identity)
-                      for (rid, e), off in zip(kept, new_offsets.tolist())}
+                                             f"(line of {rids[last]} at byte {entries[last].offset})")
+                write(data)
+        offsets = new_offsets.tolist()
+        self.index = dict(zip(rids, map(_new_entry, map(_entry_status, entries), map(_entry_sha, entries),
+                                        map(_entry_cost, entries), offsets, lengths.tolist(),
+                                        map(_entry_identity, entries))))
 
 
 def _capped_runs(bounds: np.ndarray, offsets: np.ndarray, cap: int) -> list[int]:
@@ -456,18 +462,32 @@ def _capped_runs(bounds: np.ndarray, offsets: np.ndarray, cap: int) -> list[int]
     return sorted(set(out))
 
 
-def encode_record(record: Mapping[str, Any]) -> bytes:
-    """One log line (UTF-8, ending in a newline). msgspec writes it unless the response holds a
+def encode_record(record: Mapping[str, Any], stamp: str | None = None) -> bytes:
+    """One log line (UTF-8, ending in a newline): ``record``, stamped with ``stamp`` when given,
+    exactly as ``{**record, "run_identity": stamp}`` would be written (a new field goes last:
+    spliced in without copying the record). msgspec writes it unless the response holds a
     float JSON has no literal for (NaN, infinity: written ``NaN``/``Infinity`` by ``json.dumps``, so
     the reader judges the number, not a null) or something msgspec does not write (a lone
-    surrogate, an integer past 64 bits)."""
+    surrogate, an integer past 64 bits).
+
+    msgspec writes a non-finite float as ``null``; a line with no more ``null`` than the record has
+    top-level None values holds no null inside any value, so no such float: then nothing but the
+    one encoding is needed. Otherwise the response is looked at (written alone, then walked)."""
+    if stamp is not None and IDENTITY_FIELD in record:  # stamped by another identity: restamped in place
+        record, stamp = {**record, IDENTITY_FIELD: stamp}, None
     try:
         data = _RECORD_ENCODER.encode(record)
-        response = record.get("response")  # the rest of a record is ours: a null there is a None
-        if response is None or b"null" not in _RECORD_ENCODER.encode(response) or not _has_non_finite(response):
-            return data + b"\n"
+        finite = (data.count(b"null") == countOf(record.values(), None)
+                  or not _non_finite_response(record.get("response")))
     except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
-        pass
+        finite = False
+    if finite:
+        if stamp is None:
+            return data + b"\n"
+        field = b'"' + IDENTITY_FIELD.encode() + b'":'  # after the last member, before the closing brace
+        return b"".join((data[:-1], b"," if len(data) > 2 else b"", field, _RECORD_ENCODER.encode(stamp), b"}\n"))
+    if stamp is not None:
+        record = {**record, IDENTITY_FIELD: stamp}
     try:
         text = json.dumps(record, ensure_ascii=False)
     except ValueError:  # an integer past Python's digit limit: written as the reader reads it
@@ -476,6 +496,12 @@ def encode_record(record: Mapping[str, Any]) -> bytes:
 
 
 _RECORD_ENCODER = msgspec.json.Encoder()
+
+
+def _non_finite_response(response: Any) -> bool:
+    """Whether a response (the rest of a record is ours: a null there is a None) holds a NaN or an
+    infinity: only where msgspec writes a ``null`` in it."""
+    return response is not None and b"null" in _RECORD_ENCODER.encode(response) and _has_non_finite(response)
 
 
 def _has_non_finite(value: Any) -> bool:

@@ -148,6 +148,30 @@ def same_keys_as_text(raw: bytes, value: Any) -> bool:
 _NOT_FAST = object()
 
 
+def fast_value(raw: bytes, known_countable: bool = False) -> Any:
+    """``parse_json(raw).value`` when msgspec's reading is provably it (nothing repeated, nothing out
+    of range: ``exact``), else :data:`NOT_FAST` (then :func:`read_exact` reads it).
+    ``known_countable``: :func:`countable` already held for a text ``raw`` is part of (it holds
+    for every part of a text it holds for)."""
+    if not known_countable:
+        return _fast(raw)
+    try:
+        value = _DECODER.decode(raw)
+        exact = _colons_kept(raw, value)
+    except _FAST_ERRORS:
+        return _NOT_FAST
+    return value if exact else _NOT_FAST
+
+
+NOT_FAST = _NOT_FAST
+countable = _countable
+
+
+def read_exact(raw: bytes) -> ParsedJSON:
+    """:func:`parse_json` without trying msgspec first (for text :func:`fast_value` declined)."""
+    return _exact(_decode_text(raw))
+
+
 def parse_json(data: bytes | bytearray | memoryview | str) -> ParsedJSON:
     """Decode one JSON document with the rules in the module docstring.
 
