@@ -414,12 +414,10 @@ class PredictionLog:
         adjacent lines with one read (at most ``COMPACT_RUN_BYTES`` held), so memory stays flat."""
         self.close()
         old = self.index
-        found = list(map(old.get, order))
-        if None in found:  # requests without a line: not kept
-            rids = [rid for rid, e in zip(order, found) if e is not None]
-            entries = [e for e in found if e is not None]
-        else:
-            rids, entries = list(order), found
+        found: list[LogEntry | None] = list(map(old.get, order))
+        entries: list[LogEntry] = [e for e in found if e is not None]
+        # requests without a line are not kept
+        rids = list(order) if len(entries) == len(found) else [rid for rid, e in zip(order, found) if e is not None]
         n = len(entries)
         lengths = np.fromiter(map(_entry_length, entries), dtype=np.int64, count=n)
         starts = np.fromiter(map(_entry_offset, entries), dtype=np.int64, count=n)
