@@ -275,3 +275,13 @@ def test_a_400_digit_integer_makes_one_answer_invalid_and_the_view_is_scored():
         assert table.status.tolist() == ["invalid", "ok"]
         assert "characters)" in table.reason[0] or "inf" in table.reason[0]  # quoted, shortened
         assert len(table.reason[0]) < 300
+
+
+def test_question_records_with_a_lone_surrogate_are_written_as_utf8_that_reads_back_the_same():
+    """An error text holding a lone surrogate (a string no UTF-8 can hold) becomes the questions'
+    reason: questions.jsonl is still valid UTF-8 and gives the very same string back."""
+    row = SnapshotRow("r1", {"state": "s", "questions": {"q": {"type": "noul"}}}, {"q": ["true", "false"]},
+                      {"q": Target(label=0)}, {}, {})
+    table = build_question_table([row], {"r1": {"request_id": "r1", "status": "error", "error": "HTTP 500: \ud800 é"}})
+    (line,) = question_records(table).jsonl().decode("utf-8").splitlines()
+    assert json.loads(line)["reason"] == "HTTP 500: \ud800 é"

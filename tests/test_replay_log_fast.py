@@ -164,8 +164,12 @@ def reference_encode(record: dict) -> bytes:
     try:
         text = json.dumps(record, ensure_ascii=False)
     except ValueError:
-        text = json.dumps(_json_safe(record), ensure_ascii=False)
-    return (text + "\n").encode("utf-8", errors="surrogatepass")
+        record = _json_safe(record)
+        text = json.dumps(record, ensure_ascii=False)
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate has no UTF-8 form: every non-ASCII character escaped
+        return (json.dumps(record, ensure_ascii=True) + "\n").encode("ascii")
 
 
 odd_values = st.recursive(

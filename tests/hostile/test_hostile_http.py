@@ -16,6 +16,7 @@ import pytest
 from hostile_support import ask, judged, lines, settings_for
 
 from jevkedro.nodes.infer import EngineSettings, PredictionLog, run_inference
+from jevkedro.nodes.validate import question_records
 from jevkedro.testing import LoopbackServer, synthetic_rows, synthetic_snapshot, system_one_answers
 
 pytest.importorskip("httpx")
@@ -53,6 +54,10 @@ def responder(body, auth, fault):  # noqa: C901 -- one branch per scripted reply
         "nested-too-deep": (200, [], b"[" * 1500 + b"]" * 1500),
         "not-utf8-in-a-string": (200, [], _body(q).replace(b'"jev-1.13.0"', b'"jev-\xff\xfe"')),
         "html-content-type": (200, [("Content-Type", "text/html")], _body(q)),
+        # "\ud800" is valid JSON text for a string no UTF-8 can hold (a lone surrogate)
+        "lone-surrogate-model": (200, [], _body(q).replace(b'"jev-1.13.0"', b'"jev-\\ud800"')),
+        "lone-surrogate-key": (200, [], json.dumps({"answers": _answers(
+            q, queue={"type": "choice", "probabilities": {"billing": 0.5, "\udc00": 0.25, "other": 0.25}})}).encode()),
         "noul-5000-digits": (200, [], (answers_with_noul % (noul % ("9" * 5000))).encode()),
         "noul-1e400": (200, [], (answers_with_noul % (noul % "1e400")).encode()),
         "noul-minus-1e400": (200, [], (answers_with_noul % (noul % "-1e400")).encode()),
@@ -153,11 +158,27 @@ def test_one_bad_number_or_repeated_key_makes_only_its_answer_invalid(tmp_path, 
     ("choice-repeated-candidate", ["ok", "invalid", "ok"]),
     ("answers-repeated", ["invalid"] * 3),
     ("not-utf8-in-a-string", ["ok"] * 3), ("html-content-type", ["ok"] * 3),
+    ("lone-surrogate-model", ["ok"] * 3), ("lone-surrogate-key", ["ok", "invalid", "ok"]),
 ])
 def test_odd_but_readable_bodies_are_judged_per_question(tmp_path, settings, fault, statuses):
     summary, plog, snapshot = ask(tmp_path, settings, {0: fault})
     assert summary["statuses"] == {"ok": 1}
     assert judged(snapshot, plog).status.tolist() == statuses
+
+
+@pytest.mark.parametrize("fault, text, reason", [("lone-surrogate-model", "jev-\ud800", None),
+                                                ("lone-surrogate-key", "\udc00", "extra ['\\udc00']")])
+def test_a_lone_surrogate_in_a_reply_keeps_the_log_and_the_question_records_readable_utf8(tmp_path, settings, fault, text,
+                                                                                         reason):
+    """A string UTF-8 cannot hold is written escaped: the log reopens, and it and questions.jsonl
+    read back as UTF-8 JSON with the very same string."""
+    _, plog, snapshot = ask(tmp_path, settings, {0: fault})
+    raw = plog.path.read_bytes()
+    raw.decode("utf-8")  # the whole log is valid UTF-8
+    (record,) = [rec for rec in map(json.loads, raw.splitlines()) if rec.get("request_id")]
+    assert text in json.dumps(record["response"], ensure_ascii=False)
+    records = [json.loads(line) for line in question_records(judged(snapshot, plog)).jsonl().decode("utf-8").splitlines()]
+    assert len(records) == 3 and records[1].get("reason") == (reason and f"candidate keys differ (missing ['tech'], {reason})")
 
 
 def test_a_decide_list_answering_one_question_twice_is_invalid(tmp_path, server):

@@ -28,7 +28,6 @@ without walking each answer through them:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
@@ -522,4 +521,6 @@ def question_records_jsonl(records: QuestionRecords) -> bytes:
     try:
         return _LINES.encode_lines(lines)
     except (TypeError, ValueError, msgspec.EncodeError):
-        return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8", errors="surrogatepass")
+        from jevkedro.nodes.infer import utf8_json_line
+
+        return b"".join(map(utf8_json_line, records))

@@ -486,11 +486,23 @@ def encode_record(record: Mapping[str, Any], stamp: str | None = None) -> bytes:
         return b"".join((data[:-1], b"," if len(data) > 2 else b"", field, _RECORD_ENCODER.encode(stamp), b"}\n"))
     if stamp is not None:
         record = {**record, IDENTITY_FIELD: stamp}
+    return utf8_json_line(record)
+
+
+def utf8_json_line(value: Any) -> bytes:
+    """``value`` as one JSON line of valid UTF-8 (``json.dumps``; an integer past Python's digit
+    limit written as the log's reader reads it). A string holding a lone surrogate (a model may
+    send ``"\\ud800"``: valid JSON) has no UTF-8 form, so such a line is written with every
+    non-ASCII character escaped: the reader gets the very same strings back."""
     try:
-        text = json.dumps(record, ensure_ascii=False)
-    except ValueError:  # an integer past Python's digit limit: written as the reader reads it
-        text = json.dumps(_json_safe(record), ensure_ascii=False)
-    return (text + "\n").encode("utf-8", errors="surrogatepass")
+        text = json.dumps(value, ensure_ascii=False)
+    except ValueError:
+        value = _json_safe(value)
+        text = json.dumps(value, ensure_ascii=False)
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(value, ensure_ascii=True) + "\n").encode("ascii")
 
 
 _RECORD_ENCODER = msgspec.json.Encoder()
