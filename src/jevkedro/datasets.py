@@ -20,6 +20,7 @@ from jevkedro.config import PrepareOptions, parse_prepare_options
 from jevkedro.family import Release
 from jevkedro.nodes import output_lock
 from jevkedro.nodes.infer import PredictionLog
+from jevkedro.nodes.jsonparse import dumps_utf8
 from jevkedro.nodes.snapshot import (
     PreparedView,
     Snapshot,
@@ -219,8 +220,7 @@ class JSONLinesDataset(AbstractDataset[list, list]):
         if hasattr(data, "jsonl"):  # per-question records write themselves column-wise (same records)
             atomic_write_bytes(self.filepath, data.jsonl())
             return
-        text = "".join(json.dumps(rec, ensure_ascii=False) + "\n" for rec in data)
-        atomic_write_bytes(self.filepath, text.encode("utf-8"))
+        atomic_write_bytes(self.filepath, b"".join(dumps_utf8(rec) + b"\n" for rec in data))
 
     def _exists(self) -> bool:
         return self.filepath.is_file()

@@ -60,7 +60,7 @@ from typing import Any
 
 from jevkedro.models import Adapter, make_adapter
 from jevkedro.models.base import AdapterResult
-from jevkedro.nodes.infer import FINAL_STATUSES, EngineSettings, PredictionLog, Progress, _record, ask_all
+from jevkedro.nodes.infer import FINAL_STATUSES, EngineSettings, PredictionLog, Progress, _record, ask_all, utf8_json_line
 from jevkedro.nodes.snapshot import Snapshot, atomic_write_bytes
 
 log = logging.getLogger(__name__)
@@ -125,7 +125,7 @@ def _renames_atomically(fs) -> bool:
 
 
 def records_to_jsonl(records: Iterable[dict[str, Any]]) -> bytes:
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+    return b"".join(utf8_json_line(r) for r in records)
 
 
 def write_shard(url: str, records: list[dict[str, Any]]) -> None:

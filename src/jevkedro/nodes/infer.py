@@ -78,7 +78,7 @@ from jevkedro.config import FSYNC_POLICIES, EngineSettings, ModelSettings, Retry
 from jevkedro.models import Adapter, AdapterResult, StopRun, make_adapter
 from jevkedro.nodes import output_lock
 from jevkedro.nodes.gcpause import gc_paused
-from jevkedro.nodes.jsonparse import JSONTextError, parse_json
+from jevkedro.nodes.jsonparse import JSONTextError, dumps_utf8, parse_json
 from jevkedro.nodes.snapshot import Snapshot, atomic_write_bytes, atomic_writer
 
 log = logging.getLogger(__name__)
@@ -495,14 +495,9 @@ def utf8_json_line(value: Any) -> bytes:
     send ``"\\ud800"``: valid JSON) has no UTF-8 form, so such a line is written with every
     non-ASCII character escaped: the reader gets the very same strings back."""
     try:
-        text = json.dumps(value, ensure_ascii=False)
+        return dumps_utf8(value) + b"\n"
     except ValueError:
-        value = _json_safe(value)
-        text = json.dumps(value, ensure_ascii=False)
-    try:
-        return (text + "\n").encode("utf-8")
-    except UnicodeEncodeError:
-        return (json.dumps(value, ensure_ascii=True) + "\n").encode("ascii")
+        return dumps_utf8(_json_safe(value)) + b"\n"
 
 
 _RECORD_ENCODER = msgspec.json.Encoder()

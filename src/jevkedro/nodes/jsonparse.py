@@ -253,3 +253,15 @@ def _paths_of(root: Any, repeated: dict[int, tuple[dict, list[str]]]) -> list[Pa
 def describe_path(path: Path) -> str:
     """``answers/q1/probabilities`` style, for messages (the top level is ``the top level``)."""
     return "/".join(str(p) for p in path) or "the top level"
+
+
+def dumps_utf8(value: Any, **dumps_options: Any) -> bytes:
+    """``json.dumps(value, ensure_ascii=False, **dumps_options)`` as UTF-8 bytes, for every file
+    that holds what a model sent. A string holding a lone surrogate (a model may send
+    ``"\\ud800"``, valid JSON) has no UTF-8 form: then the document is written with every non-ASCII
+    character escaped (``ensure_ascii=True``), which reads back as the very same strings."""
+    text = json.dumps(value, ensure_ascii=False, **dumps_options)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, ensure_ascii=True, **dumps_options).encode("ascii")

@@ -36,7 +36,7 @@ from jevkedro import __version__
 from jevkedro.nodes.background import handed_off
 from jevkedro.nodes.celljson import CellEncoder, exact_encoder
 from jevkedro.nodes.gcpause import gc_paused
-from jevkedro.nodes.jsonparse import JSONTextError, describe_path, parse_json
+from jevkedro.nodes.jsonparse import JSONTextError, describe_path, dumps_utf8, parse_json
 from jevkedro.nodes.layout import QuestionLayout, load_layout, save_layout
 from jevkedro.nodes.validate import level_names_of
 from jevkedro.protocol import SnapshotRow, Target
@@ -91,7 +91,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
+    atomic_write_bytes(path, dumps_utf8(obj, indent=2) + b"\n")
 
 
 class SourceJSONError(ValueError):

@@ -49,6 +49,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from jevkedro.nodes.jsonparse import dumps_utf8
 from jevkedro.nodes.report import main_metric
 
 log = logging.getLogger(__name__)
@@ -488,7 +489,7 @@ def log_view_run(run: ViewRun, tracking_uri: str | None = None) -> str:
             client.log_table(run_id, columns, name)
         with tempfile.TemporaryDirectory() as tmp:
             for name, document in run.artifacts.items():
-                (Path(tmp) / name).write_text(json.dumps(document, ensure_ascii=False, indent=1, default=str), encoding="utf-8")
+                (Path(tmp) / name).write_bytes(dumps_utf8(document, indent=1, default=str))
             if run.images:
                 (Path(tmp) / "plots").mkdir()
                 for name, image in run.images.items():
