@@ -254,8 +254,17 @@ def view_run(report: Mapping[str, Any], official: Any, manifest: Mapping[str, An
                "source": str((manifest.get("snapshot") or {}).get("file") or f"data/02_snapshots/{report['view']}.tsv"),
                "data": str(report.get("data")), "requests": (report.get("coverage") or {}).get("requests")}
     images = {f"plots/{name}": image for name, image in (plots or {}).items()}
+    tags, params = {k: storable(v) for k, v in tags.items()}, {k: storable(v) for k, v in params.items()}
     return ViewRun(str(report["model"]), experiment_name(str(report["view"])), tags, params, metrics, artifacts,
                    run_tables(report), dataset, images)
+
+
+def storable(value: Any) -> Any:
+    """A tag or param value the store can hold: a string from a model may hold a lone surrogate
+    (sent as ``"\\ud800"``, valid JSON), which no UTF-8 column takes; it is stored as that escape."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
 
 
 def environment_tags(project_path: str | Path | None = None, command: str | None = None) -> dict[str, str]:
