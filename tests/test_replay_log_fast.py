@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from jevkedro.models import replay as replay_module
 from jevkedro.models.replay import ReplayAdapter
 from jevkedro.nodes import infer
-from jevkedro.nodes.infer import IDENTITY_FIELD, PredictionLog, _has_non_finite, _json_safe, encode_record
+from jevkedro.nodes.infer import IDENTITY_FIELD, PredictionLog, PredictionLogError, _has_non_finite, _json_safe, encode_record
 from jevkedro.nodes.snapshot import SourceFormatError
 
 # -- replay files ------------------------------------------------------------------------------------
@@ -263,3 +263,27 @@ def test_a_log_cut_short_before_compaction_is_refused_naming_the_line_and_left_a
     with pytest.raises(infer.PredictionLogError, match=r"changed while it was being compacted \(line of r2 at byte \d+\)"):
         plog.compact([f"r{i}" for i in range(5)])
     assert path.read_bytes() == cut and [p.name for p in tmp_path.iterdir()] == ["predictions.jsonl"]
+
+
+def test_records_items_and_values_read_in_runs_equal_reading_each_record(tmp_path):
+    """``records.items()`` / ``values()`` (one open, one read per run of lines) give exactly what
+    ``records[rid]`` gives, in log order, also after compaction and with rewritten requests."""
+    plog = PredictionLog(tmp_path / "p.jsonl")
+    for i in range(40):
+        plog.append({"request_id": f"r{i % 25}", "status": "ok", "response": {"answers": {"q": {"noul": i / 40}}, "model": "m\u00e9"},
+                     "n": i, "odd": float("nan") if i == 7 else None})
+    plog.close()
+    for log in (PredictionLog(plog.path), None):
+        if log is None:
+            PredictionLog(plog.path).compact([f"r{i}" for i in reversed(range(25))])
+            log = PredictionLog(plog.path)
+        recs = log.records
+        one_by_one = [(rid, recs[rid]) for rid in recs]
+        assert json.dumps(list(recs.items())) == json.dumps(one_by_one)
+        assert json.dumps(list(recs.values())) == json.dumps([r for _, r in one_by_one])
+    with open(plog.path, "r+b") as fh:  # the file changed under an opened log: refused, not misread
+        log = PredictionLog(plog.path)
+        fh.seek(5)
+        fh.write(b"X")
+    with pytest.raises(PredictionLogError, match="changed since"):
+        list(log.records.values())
