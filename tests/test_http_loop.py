@@ -154,8 +154,10 @@ def test_a_429_stops_the_run_and_keeps_what_was_in_flight(tmp_path):
     statuses = {rid: r["status"] for rid, r in records.items()}
     assert len(statuses) == 40 and statuses["r00005"] == "unattempted" and records["r00005"]["http_status"] == 429
     answered = [rid for rid, s in statuses.items() if s == "ok"]
-    # everything sent got its answer recorded; nothing more was sent once the 429 arrived
-    assert len(answered) + 1 == asked <= 5 + 4
+    # everything sent got its answer recorded, and the run stopped sending at the 429: when r00005
+    # was sent at most 3 others were in flight; each of the 3 other workers may have its reply
+    # handled (and send once more) before the 429's, which arrives with theirs; then nothing more
+    assert len(answered) + 1 == asked <= 6 + 3 + 3
     assert all(s == "unattempted" for rid, s in statuses.items() if rid not in answered and rid != "r00005")
 
 
