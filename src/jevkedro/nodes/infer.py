@@ -810,6 +810,18 @@ class _Outcome:
     attempts: int
 
 
+def _retry_delay(rid: str, result: AdapterResult | None, stop: StopRun | None, attempt: int, policy: RetrySettings,
+                 halt: threading.Event) -> float | None:
+    """Seconds to wait before asking again, or None when this attempt's outcome is final (the
+    retry policy's kinds and attempts; never once the run halts). Both call paths decide by it."""
+    kind = retry_kind(result, stop)
+    if kind not in policy.kinds or attempt >= policy.max_attempts or halt.is_set():
+        return None
+    delay = policy.delay(attempt, stop.retry_after if stop is not None else None)
+    log.info("%s: %s on attempt %d; retrying in %.1fs", rid, kind, attempt, delay)
+    return delay
+
+
 def _call(adapter: Adapter, rid: str, request: dict[str, Any], policy: RetrySettings,
           halt: threading.Event) -> _Outcome:
     """One request with the retry policy; latency is that of the last attempt."""
@@ -822,12 +834,9 @@ def _call(adapter: Adapter, rid: str, request: dict[str, Any], policy: RetrySett
             latency = time.perf_counter() - t0
         except StopRun as exc:
             result, stop, latency = None, exc, None
-        kind = retry_kind(result, stop)
-        if kind in policy.kinds and attempt < policy.max_attempts and not halt.is_set():
-            delay = policy.delay(attempt, stop.retry_after if stop is not None else None)
-            log.info("%s: %s on attempt %d; retrying in %.1fs", rid, kind, attempt, delay)
-            if not halt.wait(delay):
-                continue
+        delay = _retry_delay(rid, result, stop, attempt, policy, halt)
+        if delay is not None and not halt.wait(delay):
+            continue
         return _Outcome(rid, result, latency, stop, attempt)
 
 
@@ -843,10 +852,8 @@ async def _call_async(adapter: Adapter, rid: str, request: dict[str, Any], polic
             latency = time.perf_counter() - t0
         except StopRun as exc:
             result, stop, latency = None, exc, None
-        kind = retry_kind(result, stop)
-        if kind in policy.kinds and attempt < policy.max_attempts and not halt.is_set():
-            delay = policy.delay(attempt, stop.retry_after if stop is not None else None)
-            log.info("%s: %s on attempt %d; retrying in %.1fs", rid, kind, attempt, delay)
+        delay = _retry_delay(rid, result, stop, attempt, policy, halt)
+        if delay is not None:
             try:
                 await asyncio.wait_for(halted.wait(), delay)
             except TimeoutError:

@@ -111,19 +111,7 @@ def _decode_text(data: bytes) -> str:
         raise JSONTextError(f"not UTF-8 (byte 0x{data[exc.start]:02x})", line, column, byte_column=True) from None
 
 
-def _fast(raw: bytes) -> Any:
-    """The value when msgspec's reading is provably the exact one, else ``_NOT_FAST``."""
-    if not _countable(raw):  # not even decoded
-        return _NOT_FAST
-    try:
-        value = _DECODER.decode(raw)
-        exact = _colons_kept(raw, value)
-    except _FAST_ERRORS:
-        return _NOT_FAST
-    return value if exact else _NOT_FAST
-
-
-def _countable(raw: bytes) -> bool:
+def countable(raw: bytes) -> bool:
     """Whether the colon count of :func:`same_keys_as_text` can decide for ``raw``: not with an
     escaped backslash beside ``\\u`` escapes (``\\u003a`` counting is ambiguous), nor with digit runs
     too long for msgspec to read exactly."""
@@ -141,11 +129,11 @@ def same_keys_as_text(raw: bytes, value: Any) -> bool:
     """Whether ``value`` (msgspec's reading of ``raw``, one document or a list of the documents of
     newline-separated ``raw``) kept every key of the text: written again, it has as many colons as
     the text (a repeated key, which msgspec reads as its last value, loses one). False where that
-    count cannot decide (:func:`_countable`)."""
-    return _countable(raw) and _colons_kept(raw, value)
+    count cannot decide (:func:`countable`)."""
+    return countable(raw) and _colons_kept(raw, value)
 
 
-_NOT_FAST = object()
+NOT_FAST = object()
 
 
 def fast_value(raw: bytes, known_countable: bool = False) -> Any:
@@ -153,18 +141,14 @@ def fast_value(raw: bytes, known_countable: bool = False) -> Any:
     of range: ``exact``), else :data:`NOT_FAST` (then :func:`read_exact` reads it).
     ``known_countable``: :func:`countable` already held for a text ``raw`` is part of (it holds
     for every part of a text it holds for)."""
-    if not known_countable:
-        return _fast(raw)
+    if not known_countable and not countable(raw):  # not even decoded
+        return NOT_FAST
     try:
         value = _DECODER.decode(raw)
         exact = _colons_kept(raw, value)
     except _FAST_ERRORS:
-        return _NOT_FAST
-    return value if exact else _NOT_FAST
-
-
-NOT_FAST = _NOT_FAST
-countable = _countable
+        return NOT_FAST
+    return value if exact else NOT_FAST
 
 
 def read_exact(raw: bytes) -> ParsedJSON:
@@ -187,8 +171,8 @@ def parse_json(data: bytes | bytearray | memoryview | str) -> ParsedJSON:
     else:
         raw = bytes(data)
     if raw is not None:
-        value = _fast(raw)
-        if value is not _NOT_FAST:
+        value = fast_value(raw)
+        if value is not NOT_FAST:
             return ParsedJSON(value)
     text = data if isinstance(data, str) else _decode_text(raw or b"")
     return _exact(text)
