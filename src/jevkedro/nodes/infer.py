@@ -931,22 +931,24 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
 def _run_on_a_loop(make: Callable[[], Any]) -> None:
     """Run the coroutine ``make()`` on a new event loop in this thread, or, when this thread already
     runs one (a notebook, an async caller), in one helper thread: a loop cannot be nested."""
+    def run() -> None:
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            runner.run(make())
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # the usual case: no loop here
-        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-            runner.run(make())
+        run()
         return
     failure: list[BaseException] = []
 
-    def run() -> None:
+    def run_in_helper() -> None:
         try:
-            with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-                runner.run(make())
+            run()
         except BaseException as exc:  # handed to the caller's thread
             failure.append(exc)
 
-    helper = threading.Thread(target=run, name="jevkedro-ask-loop")
+    helper = threading.Thread(target=run_in_helper, name="jevkedro-ask-loop")
     helper.start()
     helper.join()
     if failure:
