@@ -23,7 +23,7 @@ models is exactly [0, 0].
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,23 +94,28 @@ def one_blas_thread() -> Any:
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def bootstrap_totals(blocks: Sequence[np.ndarray], resamples: int, seed: int) -> list[np.ndarray]:
+def bootstrap_totals(blocks: Sequence[Any], resamples: int, seed: int) -> list[np.ndarray]:
     """Resampled totals ``W @ block`` (``B x m``) of each ``(G, m)`` unit-total block, all with the
-    same resamples. Each block gets its own product, so equal blocks give bit-identical totals."""
-    from scipy import sparse  # scipy is imported when intervals are computed, not with the pipeline
-
+    same resamples (a :class:`SliceTotals` gives its own ``(B, 2k)``). Each block gets its own
+    product, so equal blocks give bit-identical totals."""
     n_units = blocks[0].shape[0]
     out: list[list[np.ndarray]] = [[] for _ in blocks]
-    # (block^T W^T)^T: both operands as BLAS reads them without a copy (W @ block, a long inner
-    # dimension and few resamples, is many times slower in OpenBLAS); a sparse block (scipy) costs
-    # its entries times the resamples
-    columns = [block.T.tocsr() if sparse.issparse(block)  # type: ignore[attr-defined]  # a scipy sparse matrix
-               else np.ascontiguousarray(np.asarray(block, dtype=float).T) for block in blocks]
+    products = [_resampled_by(block) for block in blocks]
     with one_blas_thread():
         for W in resample_counts(n_units, resamples, seed):
-            for k, cols in enumerate(columns):
-                out[k].append(np.asarray(cols @ W.T).T)
+            for k, product in enumerate(products):
+                out[k].append(product(W))
     return [np.vstack(parts) if parts else np.zeros((0, b.shape[1])) for parts, b in zip(out, blocks)]
+
+
+def _resampled_by(block: Any) -> Callable[[np.ndarray], np.ndarray]:
+    """``W -> W @ block`` for one chunk of count matrices. A dense block is multiplied as
+    ``(block^T W^T)^T``: both operands as BLAS reads them without a copy (``W @ block``, a long
+    inner dimension and few resamples, is many times slower in OpenBLAS)."""
+    if isinstance(block, SliceTotals):
+        return block.resampled
+    columns = np.ascontiguousarray(np.asarray(block, dtype=float).T)
+    return lambda W: (columns @ W.T).T
 
 
 def question_bootstrap(conf: np.ndarray, correct: np.ndarray, bins: np.ndarray, n_bins: int, resamples: int, seed: int,
@@ -306,6 +311,11 @@ class SliceTotals:
         to_keys[np.repeat(np.arange(S), signatures.shape[1]), signatures.ravel()] = 1.0
         return cls(sparse.vstack([hits, count]).tocsc(), to_keys)
 
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(G, 2k)``, as the dense block it stands for."""
+        return self.by_signature.shape[1], 2 * self.to_keys.shape[1]
+
     def resampled(self, W: np.ndarray) -> np.ndarray:
         """``(b, 2k)`` totals: hits per slice value, then hard-label questions, of each row of ``W``."""
         S = self.to_keys.shape[0]
@@ -355,15 +365,8 @@ def report_intervals(t: Terms, slices: Mapping[str, np.ndarray], units: np.ndarr
         return {name: [None, None] for name in HEADLINE}, {}
     codes, G = unit_codes(t.request_id if units is None else units)
     member, keys = _slice_members(t, slices, max_values)
-    head = np.ascontiguousarray(_headline_unit_totals(t, codes, G).T)
-    per_slice = SliceTotals.of(t, member, len(keys), codes, G)
-    parts_head, parts_slices = [], []
-    with one_blas_thread():
-        for W in resample_counts(G, resamples, seed):  # one set of count matrices for both
-            parts_head.append((head @ W.T).T)  # (block^T W^T)^T: see bootstrap_totals
-            parts_slices.append(per_slice.resampled(W))
-    boot_head = np.vstack(parts_head) if parts_head else np.zeros((0, head.shape[0]))
-    boot_slices = np.vstack(parts_slices) if parts_slices else np.zeros((0, 2 * len(keys)))
+    boot_head, boot_slices = bootstrap_totals(
+        [_headline_unit_totals(t, codes, G), SliceTotals.of(t, member, len(keys), codes, G)], resamples, seed)
     values = _headline_of(boot_head)
     intervals = {name: list(percentile_interval(values[name], level)) for name in HEADLINE}
     return intervals, (_slice_results(t, member, keys, boot_slices, level) if keys else {})
