@@ -114,9 +114,9 @@ def answer(draw, qtype, cands, levels):
             probs = dict(items)
         out = {"probabilities": probs}
         if qtype == "choice" and (kind == "choice" or draw(st.booleans())):
-            out["choice"] = draw(st.sampled_from([cands[0], cands[-1], "zz", None, 3]))
+            out["choice"] = draw(st.sampled_from([cands[0], cands[-1], "zz", None, 3, [cands[0]], {cands[0]: 1}]))
     if draw(st.booleans()):
-        out["type"] = qtype if kind != "type" else draw(st.sampled_from(["noul", "choice", "score", None, 7]))
+        out["type"] = qtype if kind != "type" else draw(st.sampled_from(["noul", "choice", "score", None, 7, True, "NOUL", ["noul"], {"k": qtype}]))
     if draw(st.booleans()):
         out["confidence"] = 0.5  # fields validation does not read
     return out

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
-from operator import attrgetter, is_
+from operator import attrgetter, countOf, is_, is_not
 from typing import Any
 
 import msgspec
@@ -39,7 +39,7 @@ import numpy as np
 
 from jevkedro.nodes.gcpause import gc_paused
 from jevkedro.nodes.jsonparse import parse_json
-from jevkedro.nodes.layout import QuestionLayout
+from jevkedro.nodes.layout import QTYPE_CODES, QuestionLayout
 from jevkedro.nodes.validate import (
     NO_ANSWER,
     QuestionRecords,
@@ -244,7 +244,7 @@ def _judge_batch(layout: QuestionLayout, rows: Sequence[SnapshotRow], batch: lis
     position, q_start = layout.position, layout.q_start_list
     rids, recs, raws = (list(x) for x in zip(*batch))
     rs: list[Any] = list(map(position.get, rids))  # None for an id the snapshot lacks (set apart below)
-    typed = all(map(_is_not_none, recs))
+    typed = all(map(is_not, recs, repeat(None)))
     generic = {} if typed else {i: _generic(raws[i]) for i, rec in enumerate(recs) if rec is None}
     # request-level columns, in the records' order: C-level maps over the typed records (a record
     # that did not decode typed, e.g. one holding NaN, is read from its generic form and patched in)
@@ -279,9 +279,8 @@ def _judge_batch(layout: QuestionLayout, rows: Sequence[SnapshotRow], batch: lis
     list_r: list[int] = []
     slow: list[tuple[int, Any]] = []  # whole requests for the reference: (request, record)
     if len(plain) != len(rs):
-        for i, (r, rec, raw, status) in enumerate(zip(rs, recs, raws, statuses)):
-            if bodies[i] is not None:
-                continue
+        for i in [i for i, b in enumerate(bodies) if b is None]:
+            r, rec, raw, status = rs[i], recs[i], raws[i], statuses[i]
             if rec is None:
                 slow.append((r, generic[i]))
                 continue
@@ -334,7 +333,7 @@ def _judge_answers(layout: QuestionLayout, g: np.ndarray, answers: list[Any], li
                    out: _Out) -> np.ndarray:
     """Accept canonical valid answers and reject sums outside the band; returns the questions
     (global indices) left for the reference."""
-    present = np.fromiter(map(_is_not_none, answers), dtype=bool, count=len(answers))
+    present = np.fromiter(map(is_not, answers, repeat(None)), dtype=bool, count=len(answers))
     for gi in g[~present]:
         out.invalid(int(gi), NO_ANSWER)
     if not present.all():
@@ -347,9 +346,7 @@ def _judge_answers(layout: QuestionLayout, g: np.ndarray, answers: list[Any], li
     nouls = list(map(_get_noul, answers))
     probs = list(map(_get_probs, answers))
     qt = layout.qtype_code[g]
-    type_ok = _is_type(types, None)
-    if not type_ok.all():
-        type_ok |= _equals(types, layout.qtype[g])
+    type_ok = _type_matches(types, qt, layout.qtype[g])
     noul_float = _is_type(nouls, float)
     has_noul = noul_float | ~_is_type(nouls, None)
     has_probs = _is_type(probs, dict)
@@ -382,17 +379,31 @@ def _judge_answers(layout: QuestionLayout, g: np.ndarray, answers: list[Any], li
     return g[reference]
 
 
-def _is_not_none(x: Any) -> bool:
-    return x is not None
-
-
 def _is_type(values: list[Any], kind: type | None) -> np.ndarray:
-    """``type(v) is kind`` for each value (``kind`` None: ``v is None``), C-level for plain lists."""
+    """``type(v) is kind`` for each value (``kind`` None: ``v is None``), C-level for plain lists
+    (counted first: a list all of one kind, or of none, needs no per-value array)."""
     want = type(None) if kind is None else kind
-    kinds = list(map(type, values))
-    if len(set(kinds)) == 1:
-        return np.full(len(values), kinds[0] is want if kinds else False, dtype=bool)
-    return np.fromiter(map(is_, kinds, repeat(want)), dtype=bool, count=len(kinds))
+    n = len(values)
+    hits = countOf(map(type, values), want)
+    if hits == n or hits == 0:
+        return np.full(n, hits == n, dtype=bool)
+    return np.fromiter(map(is_, map(type, values), repeat(want)), dtype=bool, count=n)
+
+
+_ANSWER_TYPE_CODES: dict[Any, int] = {None: -1, **QTYPE_CODES}  # no declared type: accepted for any question
+
+
+def _type_matches(types: list[Any], qt: np.ndarray, qtypes: np.ndarray) -> np.ndarray:
+    """Whether each answer's declared ``type`` is absent or equals its question's type, by integer
+    codes (a question type the rules do not know, code -1, is for the reference whatever the
+    answer declares). A declared type that cannot be a dict key (a list, an object) is compared
+    one by one."""
+    try:
+        codes = np.fromiter(map(_ANSWER_TYPE_CODES.get, types, repeat(-2)), dtype=np.int8, count=len(types))
+    except TypeError:
+        ok = _is_type(types, None)
+        return ok | _equals(types, qtypes) if not ok.all() else ok
+    return (codes == -1) | (codes == qt)
 
 
 def _equals(values: list[Any], strings: np.ndarray) -> np.ndarray:
@@ -415,18 +426,17 @@ def _judge_probabilities(layout: QuestionLayout, g: np.ndarray, dicts: list[dict
     if not len(same):
         return decided
     g2, K2 = g[same], K[same]
-    d2 = [dicts[i] for i in same.tolist()]
+    d2 = dicts if len(same) == n else [dicts[i] for i in same.tolist()]
     local = np.zeros(len(same) + 1, dtype=np.int64)
     np.cumsum(K2, out=local[1:])
     total = int(local[-1])
     keys = np.array(list(chain.from_iterable(d2)), dtype=object)
     raw_vals = list(chain.from_iterable(map(dict.values, d2)))
     floats = _is_type(raw_vals, float)
-    vals = np.zeros(total)
-    if floats.all():
-        vals[:] = raw_vals
-    else:  # a value that is not a float (an int, a bool, a string, null, ...) is for the reference
-        vals[floats] = [raw_vals[i] for i in np.flatnonzero(floats).tolist()]
+    if not floats.all():  # a value that is not a float (an int, a bool, a string, null, ...) is for the reference
+        for i in np.flatnonzero(~floats).tolist():
+            raw_vals[i] = 0.0  # a stand-in, so the rest converts in one C-level pass
+    vals = np.fromiter(raw_vals, dtype=float, count=total)
     expect_at = np.repeat(layout.cand_start[g2] - local[:-1], K2) + np.arange(total)
     usable = np.add.reduceat((keys != layout.cand_flat[expect_at]) | ~floats, local[:-1].astype(np.intp)) == 0
     for j in np.flatnonzero(~usable).tolist():  # same size, another order (or other keys, or other values)
@@ -437,11 +447,16 @@ def _judge_probabilities(layout: QuestionLayout, g: np.ndarray, dicts: list[dict
             usable[j] = True
     # a choice answer naming its choice (or any choice entry of a list-shaped body) must name a candidate
     is_choice = layout.qtype_code[g2] == 1
-    if is_choice.any():
-        for j in np.flatnonzero(is_choice & usable).tolist():
-            choice = _get_choice(answers[int(same[j])])
-            if (choice is not msgspec.UNSET or listq[same[j]]) and not (isinstance(choice, str) and choice in d2[j]):
-                usable[j] = False
+    sel = np.flatnonzero(is_choice & usable)
+    if len(sel):
+        at = same[sel]
+        choices = list(map(_get_choice, map(answers.__getitem__, at.tolist())))
+        named = np.fromiter(map(is_not, choices, repeat(msgspec.UNSET)), dtype=bool, count=len(sel)) | listq[at]
+        strings = np.flatnonzero(_is_type(choices, str))
+        among = np.zeros(len(sel), dtype=bool)
+        among[strings] = np.fromiter(map(dict.__contains__, map(d2.__getitem__, sel[strings].tolist()),
+                                         map(choices.__getitem__, strings.tolist())), dtype=bool, count=len(strings))
+        usable[sel[named & ~among]] = False
     for k in np.unique(K2[usable]).tolist():
         m = np.flatnonzero(usable & (K2 == k))
         V = vals[local[m][:, None] + np.arange(k)]
