@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
-from operator import attrgetter, countOf, is_, is_not
+from operator import attrgetter, countOf, eq, is_, is_not, truth
 from typing import Any
 
 import msgspec
@@ -216,8 +216,16 @@ _get_latency, _get_first = attrgetter("latency_s"), attrgetter("first")
 _get_cost, _get_model, _get_failure = attrgetter("cost_usd"), attrgetter("model"), attrgetter("failure")
 
 
-def _status_or_none(rec: Record) -> Any:
-    return None if rec.status is msgspec.UNSET else rec.status
+_get_status, _get_unsupported, _get_meta = attrgetter("status"), attrgetter("unsupported_questions"), attrgetter("meta")
+_get_response, _get_answers = attrgetter("response"), attrgetter("answers")
+
+
+def _statuses(recs: list[Record]) -> list[Any]:
+    """Each record's status (None where it has none)."""
+    statuses = list(map(_get_status, recs))
+    if any(map(is_, statuses, repeat(msgspec.UNSET))):
+        statuses = [None if s is msgspec.UNSET else s for s in statuses]
+    return statuses
 
 
 def _generic_fields(rec: Any) -> tuple[Any, ...]:
@@ -230,13 +238,30 @@ def _generic_status(rec: Any) -> Any:
     return rec.get("status", "unattempted") if isinstance(rec, Mapping) else "unattempted"
 
 
-def _plain_body(rec: Record) -> Any:
-    """The answers dict of a record the fast path takes whole (status ok, nothing unsupported, no
-    repeated keys, answers an object), else None."""
-    if rec.status != "ok" or rec.unsupported_questions or (rec.meta is not None and rec.meta.duplicate_keys):
-        return None
-    body = rec.response.answers if rec.response is not None else _EMPTY
-    return body if body.__class__ is dict else (_EMPTY if body is None else None)
+def _plain_bodies(recs: list[Record], statuses: list[Any]) -> list[Any]:
+    """For each typed record (with its status), the answers dict the fast path takes whole (status
+    ok, nothing unsupported, no repeated keys, answers an object: no answers at all is an empty
+    one), else None. C-level maps over the batch; a Python step only for records with meta or
+    without a response."""
+    n = len(recs)
+    take = np.fromiter(map(eq, statuses, repeat("ok")), dtype=bool, count=n)
+    unsupported = list(map(_get_unsupported, recs))
+    if any(unsupported):
+        take &= ~np.fromiter(map(truth, unsupported), dtype=bool, count=n)
+    metas = list(map(_get_meta, recs))
+    if not all(map(is_, metas, repeat(None))):
+        take &= ~np.fromiter((m is not None and bool(m.duplicate_keys) for m in metas), dtype=bool, count=n)
+    idx = np.flatnonzero(take).tolist()
+    responses = list(map(_get_response, map(recs.__getitem__, idx)))
+    if all(map(is_not, responses, repeat(None))):
+        answers = list(map(_get_answers, responses))
+    else:
+        answers = [_EMPTY if r is None else r.answers for r in responses]
+    if not all(map(is_, map(type, answers), repeat(dict))):
+        answers = [a if a.__class__ is dict else (_EMPTY if a is None else None) for a in answers]
+    out = np.full(n, None, dtype=object)
+    out[idx] = answers
+    return out.tolist()
 
 
 def _judge_batch(layout: QuestionLayout, rows: Sequence[SnapshotRow], batch: list[Item], tol: float, out: _Out,
@@ -249,7 +274,8 @@ def _judge_batch(layout: QuestionLayout, rows: Sequence[SnapshotRow], batch: lis
     # request-level columns, in the records' order: C-level maps over the typed records (a record
     # that did not decode typed, e.g. one holding NaN, is read from its generic form and patched in)
     as_typed = recs if typed else [_NO_FIELDS if rec is None else rec for rec in recs]
-    statuses = list(map(_status_or_none, as_typed))
+    statuses = _statuses(as_typed)
+    bodies: list[Any] = _plain_bodies(as_typed, statuses)  # a record that did not decode typed: None
     columns = [statuses, list(map(_get_latency, as_typed)), list(map(_get_first, as_typed)), list(map(_get_cost, as_typed)),
                list(map(_get_model, as_typed)), list(map(_get_failure, as_typed))]
     if not typed:
@@ -263,11 +289,10 @@ def _judge_batch(layout: QuestionLayout, rows: Sequence[SnapshotRow], batch: lis
     known = [i for i, r in enumerate(rs) if r is not None]  # records for requests the snapshot has
     if len(known) != len(rs):
         new_index = {old: new for new, old in enumerate(known)}
-        rs, recs, raws, statuses = ([x[i] for i in known] for x in (rs, recs, raws, statuses))
+        rs, recs, raws, statuses, bodies = ([x[i] for i in known] for x in (rs, recs, raws, statuses, bodies))
         generic = {new_index[i]: v for i, v in generic.items() if i in new_index}
     if rs:
         attempted[rs] = [st is not None and st != "unattempted" for st in statuses]
-    bodies: list[Any] = [None if rec is None else _plain_body(rec) for rec in recs]
     plain = [i for i, b in enumerate(bodies) if b is not None]
     fast_r = [rs[i] for i in plain]
     fast_raw = [raws[i] for i in plain]
