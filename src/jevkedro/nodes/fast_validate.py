@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
-from operator import attrgetter, countOf, eq, is_, is_not, truth
+from operator import attrgetter, countOf, eq, is_, is_not, ne, truth
 from typing import Any
 
 import msgspec
@@ -286,19 +286,21 @@ def _judge_batch(layout: QuestionLayout, rows: Sequence[SnapshotRow], batch: lis
             statuses[i] = _generic_status(generic[i])  # ... judging reads a record without one as unattempted
     for col, values in zip(cols.columns(), columns):
         col.extend(values)
-    known = [i for i, r in enumerate(rs) if r is not None]  # records for requests the snapshot has
-    if len(known) != len(rs):
+    if not all(map(is_not, rs, repeat(None))):  # keep the records for requests the snapshot has
+        known = [i for i, r in enumerate(rs) if r is not None]
         new_index = {old: new for new, old in enumerate(known)}
         rs, recs, raws, statuses, bodies = ([x[i] for i in known] for x in (rs, recs, raws, statuses, bodies))
         generic = {new_index[i]: v for i, v in generic.items() if i in new_index}
     if rs:
-        attempted[rs] = [st is not None and st != "unattempted" for st in statuses]
-    plain = [i for i, b in enumerate(bodies) if b is not None]
-    fast_r = [rs[i] for i in plain]
-    fast_raw = [raws[i] for i in plain]
+        attempted[rs] = (np.fromiter(map(is_not, statuses, repeat(None)), dtype=bool, count=len(statuses))
+                         & np.fromiter(map(ne, statuses, repeat("unattempted")), dtype=bool, count=len(statuses)))
+    plain = np.flatnonzero(np.fromiter(map(is_not, bodies, repeat(None)), dtype=bool, count=len(bodies))).tolist()
+    fast_r = list(map(rs.__getitem__, plain))
+    fast_raw = list(map(raws.__getitem__, plain))
     answers: list[Any] = []
     if plain:  # the common case, without a Python step per request
-        counts = np.diff(layout.q_start)[fast_r].tolist()
+        fr = np.asarray(fast_r, dtype=np.int64)
+        counts = (layout.q_start[fr + 1] - layout.q_start[fr]).tolist()  # (not a diff of the whole view per batch)
         answers = list(map(dict.get, chain.from_iterable(map(repeat, (bodies[i] for i in plain), counts)),
                            chain.from_iterable(map(layout.qids_by_request.__getitem__, fast_r))))
     list_r: list[int] = []
@@ -335,7 +337,8 @@ def _judge_batch(layout: QuestionLayout, rows: Sequence[SnapshotRow], batch: lis
             answers.extend(map(amap.get, layout.qids_by_request[r]))
     if fast_r:
         r_arr = np.array(fast_r, dtype=np.int64)
-        starts, lengths = layout.q_start[r_arr], np.diff(layout.q_start)[r_arr]
+        starts = layout.q_start[r_arr]
+        lengths = layout.q_start[r_arr + 1] - starts
         g = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(int(lengths.sum()))
         listq = np.zeros(len(g), dtype=bool)
         if list_r:

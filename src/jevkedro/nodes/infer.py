@@ -681,25 +681,25 @@ def _typed_or_none(decoder: Any, line: bytes) -> Any:
 def _read_lines(fd: int, entries: list[LogEntry]) -> list[bytes]:
     """The lines at ``entries`` (without their newlines), reading each run of adjacent lines with
     one ``pread`` (a compacted log is one run)."""
+    n = len(entries)
+    if not n:
+        return []
+    starts = np.fromiter(map(_entry_offset, entries), dtype=np.int64, count=n)
+    lengths = np.fromiter(map(_entry_length, entries), dtype=np.int64, count=n)
+    bounds = [0, *(np.flatnonzero(starts[1:] != starts[:-1] + lengths[:-1]) + 1).tolist(), n]  # runs
     out: list[bytes] = []
-    i = 0
-    while i < len(entries):
-        j, end = i, entries[i].offset
-        while j < len(entries) and entries[j].offset == end:
-            end += entries[j].length
-            j += 1
-        start = entries[i].offset
-        data = os.pread(fd, end - start, start)
+    for i, j in zip(bounds[:-1], bounds[1:]):
+        start = int(starts[i])
+        data = os.pread(fd, int(starts[j - 1] + lengths[j - 1]) - start, start)
         lines = data.split(b"\n")
         lines.pop()
         if len(lines) == j - i:
             out.extend(lines)
         else:  # blank lines between them: cut by length instead
             pos = 0
-            for e in entries[i:j]:
-                out.append(data[pos: pos + e.length - 1])
-                pos += e.length
-        i = j
+            for length in lengths[i:j].tolist():
+                out.append(data[pos: pos + length - 1])
+                pos += length
     return out
 
 
