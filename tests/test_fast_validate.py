@@ -116,7 +116,8 @@ def answer(draw, qtype, cands, levels):
         if qtype == "choice" and (kind == "choice" or draw(st.booleans())):
             out["choice"] = draw(st.sampled_from([cands[0], cands[-1], "zz", None, 3, [cands[0]], {cands[0]: 1}]))
     if draw(st.booleans()):
-        out["type"] = qtype if kind != "type" else draw(st.sampled_from(["noul", "choice", "score", None, 7, True, "NOUL", ["noul"], {"k": qtype}]))
+        odd_types = ["noul", "choice", "score", None, 7, True, "NOUL", ["noul"], {"k": qtype}]
+        out["type"] = qtype if kind != "type" else draw(st.sampled_from(odd_types))
     if draw(st.booleans()):
         out["confidence"] = 0.5  # fields validation does not read
     return out

@@ -287,3 +287,25 @@ def test_records_items_and_values_read_in_runs_equal_reading_each_record(tmp_pat
         fh.write(b"X")
     with pytest.raises(PredictionLogError, match="changed since"):
         list(log.records.values())
+
+
+def test_the_log_index_is_never_walked_by_the_cycle_collector(tmp_path):
+    """Index entries, however made (appended, read when a log is opened, rewritten by compaction),
+    are not tracked by the cycle collector: a tracked entry per request used to set off full
+    collections of the whole heap while a long log was written."""
+    import gc
+
+    path = tmp_path / "predictions.jsonl"
+    plog = PredictionLog(path)
+    rids = [f"r{i:04d}" for i in range(300)]
+    for rid in rids[::-1]:
+        plog.append({**record_of(rid, body(int(rid[1:])), {}), "snapshot_sha256": "0" * 64, "cost_usd": 0.25})
+    appended = list(plog.index.values())
+    plog.close()
+    opened = PredictionLog(path)
+    reread = list(opened.index.values())
+    opened.compact(rids)
+    entries = appended + reread + list(opened.index.values())
+    assert len(entries) == 900 and not any(map(gc.is_tracked, entries))
+    first = opened.index["r0000"]
+    assert (first.status, first.snapshot_sha256, first.cost_usd, first.offset) == ("ok", "0" * 64, 0.25, 0)

@@ -114,9 +114,6 @@ class LogEntry(msgspec.Struct, frozen=True, gc=False):
     identity: str | None = None  # the run identity digest the record is stamped with
 
 
-_new_entry = LogEntry
-
-
 class _IndexFields(msgspec.Struct):
     """The fields of a record the index keeps; the rest of the line is skipped while decoding."""
 
@@ -255,7 +252,7 @@ class PredictionLog:
                 shas = [shared.setdefault(v, v) for v in map(_get_sha, fields)]
                 idents = [shared.setdefault(v, v) if isinstance(v, str) else None for v in map(_get_identity, fields)]
                 index.update(zip(map(_get_request_id, fields),
-                                 map(_new_entry, statuses, shas, map(_get_cost, fields), starts, lengths, idents)))
+                                 map(LogEntry, statuses, shas, map(_get_cost, fields), starts, lengths, idents)))
                 first += len(lines)
                 offset += len(block)
         if rest:  # only the last line can lack its newline: a write cut short; dropped before appending
@@ -398,7 +395,7 @@ class PredictionLog:
             os.fsync(fd)
             self._last_sync = now
         sha = record.get("snapshot_sha256")
-        self.index[rid] = _new_entry(sys.intern(status), sys.intern(sha) if type(sha) is str else sha,
+        self.index[rid] = LogEntry(sys.intern(status), sys.intern(sha) if type(sha) is str else sha,
                                      record.get("cost_usd"), offset, len(data),
                                      sys.intern(identity) if type(identity) is str else None)
 
@@ -446,7 +443,7 @@ class PredictionLog:
                                              f"(line of {rids[last]} at byte {entries[last].offset})")
                 write(data)
         offsets = new_offsets.tolist()
-        self.index = dict(zip(rids, map(_new_entry, map(_entry_status, entries), map(_entry_sha, entries),
+        self.index = dict(zip(rids, map(LogEntry, map(_entry_status, entries), map(_entry_sha, entries),
                                         map(_entry_cost, entries), offsets, lengths.tolist(),
                                         map(_entry_identity, entries))))
 
