@@ -12,6 +12,7 @@ from jevkedro.nodes import metrics as M
 from jevkedro.nodes.layout import cache_path, question_layout
 from jevkedro.nodes.reference import reference_report
 from jevkedro.nodes.snapshot import (
+    COLUMNS,
     PreparedView,
     SnapshotError,
     commit_dataset,
@@ -194,3 +195,33 @@ def test_upstream_jsonl_faults_name_file_line_and_position(tmp_path, content, me
     path.write_bytes(content)
     with pytest.raises(SourceFormatError, match=message):
         list(read_jsonl(path))
+
+
+@pytest.mark.parametrize("batch", [1, 7, 4096])
+def test_one_column_of_every_row_is_its_cells_decoded_one_by_one(committed, batch):
+    """``cells``: batches decoded as one array give what decoding each cell alone gives, for every
+    column and for a decoder of part of a cell; a batch not giving one value per cell (a cell
+    holding two values, which a one-array decode would split) falls back to the cells one by one
+    and names the bad one."""
+    import msgspec
+
+    root, rows = committed
+    snap = load_snapshot(root, "v")
+    whole = msgspec.json.Decoder()
+    for column in ("request", "candidates", "targets", "slices", "source"):  # the JSON columns
+        at = COLUMNS.index(column)
+        one_by_one = [whole.decode(snap.rows.line(i).split(b"\t")[at]) for i in range(len(rows))]
+        assert snap.rows.cells(column, whole, batch) == one_by_one, column
+    class Label(msgspec.Struct):
+        label: int = -1
+    labels = snap.rows.cells("targets", msgspec.json.Decoder(dict[str, Label]), batch)
+    assert [{q: t.label for q, t in cell.items()} for cell in labels] == \
+        [{q: (t.label if t.label is not None else -1) for q, t in r.targets.items()} for r in rows]
+    raw = snap.rows._raw
+    bad = raw.replace(b'\t{"line":3}', b'\t{"line":3},{"line":3}', 1)  # a source cell holding two values
+    assert bad != raw
+    snap.rows._raw = bad
+    snap.rows._ends = [e + (len(bad) - len(raw)) * (i >= 3) for i, e in enumerate(snap.rows._ends)]
+    snap.rows._starts = [s + (len(bad) - len(raw)) * (i > 3) for i, s in enumerate(snap.rows._starts)]
+    with pytest.raises(SnapshotError, match=r"v\.tsv:5: column source"):
+        snap.rows.cells("source", whole, batch)

@@ -683,18 +683,39 @@ class SnapshotRows(Sequence[SnapshotRow]):
                     self[i]
         return iter(self._rows)  # type: ignore[arg-type]  # every row decoded just above
 
-    def cells(self, column: str, decoder: Any) -> list[Any]:
+    @gc_paused()  # the cells are kept by the caller: decode them without the collector walking them
+    def cells(self, column: str, decoder: Any, batch: int = 4096) -> list[Any]:
         """One column of every row, each cell decoded by ``decoder`` (a msgspec decoder of just
         the part a scorer reads), without building the rows: a family scorer that needs one field
-        of every target reads it in about a tenth of the time a row takes."""
+        of every target reads it in about a tenth of the time a row takes. Only the cell is cut
+        out of the file's bytes (not the line, split into every field), and ``batch`` cells are
+        decoded as one JSON array; a batch that does not give one value per cell is decoded cell by
+        cell, so a bad cell is named as before."""
         at = COLUMNS.index(column)
-        out = []
-        for i in range(len(self)):
-            text = self.line(i).split(b"\t", at + 1)[at]
+        raw, find = self._raw, self._raw.find
+        texts = []
+        for start, end in zip(self._starts, self._ends):
+            for _ in range(at):
+                start = find(b"\t", start, end) + 1
+            stop = find(b"\t", start, end)
+            texts.append(raw[start: stop if stop >= 0 else end])
+        as_array = msgspec.json.Decoder(list[decoder.type], strict=decoder.strict, dec_hook=decoder.dec_hook,
+                                        float_hook=decoder.float_hook)
+        out: list[Any] = []
+        for first in range(0, len(texts), batch):
+            part = texts[first: first + batch]
             try:
-                out.append(decoder.decode(text))
-            except (msgspec.DecodeError, RecursionError) as exc:
-                raise self._reader.cell_error(self._linenos[i], column, text, exc) from None
+                values = as_array.decode(b"[" + b",".join(part) + b"]")
+            except (msgspec.DecodeError, RecursionError):
+                values = None
+            if values is None or len(values) != len(part):
+                values = []
+                for i, text in enumerate(part, first):
+                    try:
+                        values.append(decoder.decode(text))
+                    except (msgspec.DecodeError, RecursionError) as exc:
+                        raise self._reader.cell_error(self._linenos[i], column, text, exc) from None
+            out.extend(values)
         return out
 
     def passing(self) -> Iterator[SnapshotRow]:
