@@ -267,8 +267,16 @@ def _mean(x: np.ndarray) -> float | None:
     return float(np.mean(x)) if len(x) else None
 
 
+def _scored(table: QuestionTable, rows: np.ndarray) -> np.ndarray:
+    """The scored questions among ``rows`` (a boolean mask over the table, or ascending indices),
+    as ascending indices: both select the same questions in the same order, so every mean below
+    sums the same values in the same order either way."""
+    idx = np.flatnonzero(rows) if rows.dtype == bool else rows
+    return idx[~table.unscored[idx]]
+
+
 def teacher_agreement(table: QuestionTable, mask: np.ndarray) -> dict[str, Any]:
-    """The family's metrics over one group of questions.
+    """The family's metrics over one group of questions (``mask``: see :func:`_scored`).
 
     - ``label_accuracy``: argmax(p) == explicit label (first candidate on ties), every question
       in the denominator (invalid/unsupported/unattempted count as misses);
@@ -276,7 +284,7 @@ def teacher_agreement(table: QuestionTable, mask: np.ndarray) -> dict[str, Any]:
       reference; ``brier``: sum_k (p_k - y_k)^2; ``cross_entropy``: -sum_k y_k ln max(p_k, 1e-12);
       these three over valid answers only.
     """
-    m = mask & ~table.unscored
+    m = _scored(table, mask)
     P, Y, label, valid = table.P[m], table.Y[m], table.label[m], table.valid[m]
     pred, _ = M.top_label(P)
     hard = label >= 0
@@ -324,8 +332,8 @@ def reference_argmax_column(snapshot: Snapshot, table: QuestionTable) -> np.ndar
 def card_compatible(table: QuestionTable, reference_argmax: np.ndarray, mask: np.ndarray) -> dict[str, Any]:
     """Secondary, card-style metrics (Unknown 9, Unknown 3): accuracy = argmax(p) == first-key argmax
     of the gold distribution (misses as in our accuracy); ECE over 10 equal-width bins with that
-    agreement as correctness, over valid answers."""
-    m = mask & ~table.unscored
+    agreement as correctness, over valid answers (``mask``: see :func:`_scored`)."""
+    m = _scored(table, mask)
     P, ref, valid = table.P[m], reference_argmax[m], table.valid[m]
     pred, conf = M.top_label(P)
     agree = valid & (pred == ref)
@@ -357,11 +365,17 @@ def evaluate(snapshot: Snapshot, table: QuestionTable, predictions: Mapping[str,
     ref = reference_argmax_column(snapshot, table)
     label_vs_ref = (table.label >= 0) & (ref >= 0) & (table.label != ref)
 
+    groups = {}  # each slice value's questions as ascending indices (one stable sort, not a mask per value)
+    for name, col in (("by_domain", "domain"), ("by_type", "type")):
+        values, codes = np.unique(np.asarray(table.slices[col]).astype(str), return_inverse=True)
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(len(values) + 1))
+        groups[name] = {v: order[bounds[j]: bounds[j + 1]] for j, v in enumerate(values.tolist())}
+
     def grouped(fn, *args):
         out = {"overall": fn(table, *args, everything)}
-        for name, col in (("by_domain", "domain"), ("by_type", "type")):
-            values, codes = np.unique(np.asarray(table.slices[col]).astype(str), return_inverse=True)
-            out[name] = {v: fn(table, *args, codes == j) for j, v in enumerate(values.tolist())}
+        for name, by_value in groups.items():
+            out[name] = {v: fn(table, *args, rows) for v, rows in by_value.items()}
         return out
 
     return reference_report(
