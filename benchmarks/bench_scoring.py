@@ -274,7 +274,9 @@ def score(work: Path, repeats: int) -> dict:
     report, official, qrecords = stage("score node", lambda: steps.score(snapshot, plog, model), repeats, res)
     # the node's parts, one stage each: what the baseline also does (validation, overall metrics), then the rest
     table = stage("part: validation", lambda: build_question_table(snapshot, plog.records), repeats, res)
-    stage("part: overall metrics", lambda: M.summarize_table(table), repeats, res)
+    # the per-question terms are kept on the table for the slices after it: computed afresh each repeat
+    stage("part: overall metrics", lambda: M.summarize_table(table), repeats, res,
+          before=lambda: vars(table).pop("_row_stats", None))
     stage("part: every slice", lambda: generic_metrics(table), repeats, res)
     units, unit_name = resampling_units(snapshot, table)
     stage("part: intervals", lambda: interval_summary(table, units, unit_name), repeats, res)
