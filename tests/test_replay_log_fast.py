@@ -309,3 +309,20 @@ def test_the_log_index_is_never_walked_by_the_cycle_collector(tmp_path):
     assert len(entries) == 900 and not any(map(gc.is_tracked, entries))
     first = opened.index["r0000"]
     assert (first.status, first.snapshot_sha256, first.cost_usd, first.offset) == ("ok", "0" * 64, 0.25, 0)
+
+
+def test_a_log_cut_short_after_it_was_opened_is_refused_when_scored_or_read(tmp_path):
+    """Every reader of an opened log (the scorer's typed batches, items/values) refuses a file whose
+    lines are no longer where the index put them, naming a request, instead of cutting lines by length."""
+    plog = PredictionLog(tmp_path / "p.jsonl")
+    for i in range(30):
+        plog.append({"request_id": f"r{i}", "status": "ok", "response": {"answers": {"q": {"noul": 0.5}}}})
+    plog.close()
+    log = PredictionLog(plog.path)
+    size = plog.path.stat().st_size
+    with open(plog.path, "r+b") as fh:
+        fh.truncate(size - 10)
+    with pytest.raises(PredictionLogError, match=r"changed since it was opened \(line of 'r29'\)"):
+        list(log.records.scoring_items())
+    with pytest.raises(PredictionLogError, match="changed since"):
+        list(log.records.items())

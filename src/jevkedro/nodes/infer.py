@@ -421,13 +421,11 @@ class PredictionLog:
         # requests without a line are not kept
         rids = list(order) if len(entries) == len(found) else [rid for rid, e in zip(order, found) if e is not None]
         n = len(entries)
-        lengths = np.fromiter(map(_entry_length, entries), dtype=np.int64, count=n)
-        starts = np.fromiter(map(_entry_offset, entries), dtype=np.int64, count=n)
+        starts, lengths, runs = _line_runs(entries)
         new_offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lengths, out=new_offsets[1:])
         # a run ends where the next kept line does not follow it in the old file, or at the size cap
-        breaks = np.flatnonzero(starts[1:] != starts[:-1] + lengths[:-1]) + 1
-        bounds = np.asarray(_capped_runs(np.concatenate(([0], breaks, [n])), new_offsets, COMPACT_RUN_BYTES))
+        bounds = np.asarray(_capped_runs(np.asarray(runs), new_offsets, COMPACT_RUN_BYTES))
         firsts, ends = bounds[:-1], bounds[1:]
         firsts, ends = firsts[ends > firsts], ends[ends > firsts]  # the runs that hold lines
         run_starts, run_sizes = starts[firsts].tolist(), (new_offsets[ends] - new_offsets[firsts]).tolist()
@@ -566,29 +564,23 @@ class LogRecords(Mapping[str, dict[str, Any]]):
 
     def _parsed(self) -> Iterator[tuple[str, dict[str, Any]]]:
         plog = self._plog
-        entries = list(plog.index.items())
-        with open(plog.path, "rb") as fh:
-            fd = fh.fileno()
+        for chunk, lines in self._line_batches():
+            for (rid, entry), line in zip(chunk, lines):
+                try:
+                    yield rid, plog._parse(line, f"byte {entry.offset}")
+                except PredictionLogError:  # every line was checked when the log was opened
+                    raise plog._refuse(plog.line_number(entry.offset), "changed since the log was opened") from None
+
+    def _line_batches(self) -> Iterator[tuple[list[tuple[str, LogEntry]], list[bytes]]]:
+        """The index in log order, ``SCORING_BATCH`` entries at a time, with their lines (one open
+        of the file, one read per run of adjacent lines)."""
+        entries = list(self._plog.index.items())
+        if not entries:
+            return
+        with open(self._plog.path, "rb") as fh:
             for b in range(0, len(entries), SCORING_BATCH):
                 chunk = entries[b: b + SCORING_BATCH]
-                i = 0
-                while i < len(chunk):  # a run of adjacent lines: one read
-                    j, end = i, chunk[i][1].offset
-                    while j < len(chunk) and chunk[j][1].offset == end:
-                        end += chunk[j][1].length
-                        j += 1
-                    data = os.pread(fd, end - chunk[i][1].offset, chunk[i][1].offset)
-                    pos = 0
-                    for rid, entry in chunk[i:j]:
-                        line = data[pos: pos + entry.length]
-                        pos += entry.length
-                        if len(line) != entry.length or not line.endswith(b"\n"):
-                            raise PredictionLogError(f"{plog.path}: changed since it was opened (line of {rid!r})")
-                        try:
-                            yield rid, plog._parse(line, f"byte {entry.offset}")
-                        except PredictionLogError:  # every line was checked when the log was opened
-                            raise plog._refuse(plog.line_number(entry.offset), "changed since the log was opened") from None
-                    i = j
+                yield chunk, _read_lines(fh.fileno(), chunk, self._plog.path)
 
 
     def scoring_items(self) -> Iterator[list[tuple[str, Any, Any]]]:
@@ -597,15 +589,8 @@ class LogRecords(Mapping[str, dict[str, Any]]):
         opened, so a line that does not decode typed (a ``NaN`` literal) is simply read exactly."""
         from jevkedro.nodes.fast_validate import RECORD_DECODER
 
-        entries = list(self._plog.index.items())
-        if not entries:
-            return
-        with open(self._plog.path, "rb") as fh:
-            fd = fh.fileno()
-            for b in range(0, len(entries), SCORING_BATCH):
-                chunk = entries[b: b + SCORING_BATCH]
-                lines = _read_lines(fd, [e for _, e in chunk])
-                yield list(zip([rid for rid, _ in chunk], decode_each(RECORD_DECODER, lines), lines))
+        for chunk, lines in self._line_batches():
+            yield list(zip([rid for rid, _ in chunk], decode_each(RECORD_DECODER, lines), lines))
 
 
 class _LogItems(ItemsView):
@@ -675,28 +660,34 @@ def _typed_or_none(decoder: Any, line: bytes) -> Any:
         return None
 
 
-def _read_lines(fd: int, entries: list[LogEntry]) -> list[bytes]:
-    """The lines at ``entries`` (without their newlines), reading each run of adjacent lines with
-    one ``pread`` (a compacted log is one run)."""
+def _line_runs(entries: list[LogEntry]) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """The entries' offsets and lengths, and the bounds of their runs: a run is entries whose lines
+    follow each other in the file (a compacted log read in order is one run)."""
     n = len(entries)
-    if not n:
-        return []
     starts = np.fromiter(map(_entry_offset, entries), dtype=np.int64, count=n)
     lengths = np.fromiter(map(_entry_length, entries), dtype=np.int64, count=n)
-    bounds = [0, *(np.flatnonzero(starts[1:] != starts[:-1] + lengths[:-1]) + 1).tolist(), n]  # runs
+    breaks = (np.flatnonzero(starts[1:] != starts[:-1] + lengths[:-1]) + 1).tolist() if n else []
+    return starts, lengths, [0, *breaks, n]
+
+
+def _read_lines(fd: int, entries: list[tuple[str, LogEntry]], path: Path) -> list[bytes]:
+    """The lines of ``(request id, entry)`` pairs (without their newlines), each run of adjacent
+    lines read with one ``pread``. A run whose bytes are not those lines any more (the file
+    changed since it was indexed) is refused."""
+    starts, lengths, bounds = _line_runs([e for _, e in entries])
     out: list[bytes] = []
     for i, j in zip(bounds[:-1], bounds[1:]):
+        if i == j:
+            continue
         start = int(starts[i])
         data = os.pread(fd, int(starts[j - 1] + lengths[j - 1]) - start, start)
         lines = data.split(b"\n")
-        lines.pop()
-        if len(lines) == j - i:
-            out.extend(lines)
-        else:  # blank lines between them: cut by length instead
-            pos = 0
-            for length in lengths[i:j].tolist():
-                out.append(data[pos: pos + length - 1])
-                pos += length
+        tail = lines.pop()
+        if tail or len(lines) != j - i or not np.array_equal(
+                np.fromiter(map(len, lines), dtype=np.int64, count=len(lines)) + 1, lengths[i:j]):
+            bad = next((k for k in range(i, j) if k - i >= len(lines) or len(lines[k - i]) + 1 != lengths[k]), j - 1)
+            raise PredictionLogError(f"{path}: changed since it was opened (line of {entries[bad][0]!r})")
+        out.extend(lines)
     return out
 
 
