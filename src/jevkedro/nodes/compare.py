@@ -626,10 +626,12 @@ def smooth_calibration_band(conf: np.ndarray, correct: np.ndarray, units: np.nda
     # mass and hits per cell are then one product with its counts, exact in any summation order
     from scipy import sparse
 
-    mass_of = sparse.csr_matrix((np.ones(len(codes)), (cell, codes)), shape=(FINE_BINS, G))
-    hits_of = sparse.csr_matrix((y, (cell, codes)), shape=(FINE_BINS, G))
+    # (mass over hits: one product per chunk, which also reads the chunk's counts once)
+    of_unit = sparse.vstack([sparse.csr_matrix((np.ones(len(codes)), (cell, codes)), shape=(FINE_BINS, G)),
+                             sparse.csr_matrix((y, (cell, codes)), shape=(FINE_BINS, G))]).tocsr()
     for W in resample_counts(G, resamples, seed):
-        mass, ysum = np.asarray(mass_of @ W.T).T, np.asarray(hits_of @ W.T).T
+        per_cell = np.asarray(of_unit @ W.T).T
+        mass, ysum = per_cell[:, :FINE_BINS], per_cell[:, FINE_BINS:]
         curves.append(_ratio(ysum @ k.T, mass @ k.T))
     arr = np.vstack(curves)
     with warnings.catch_warnings():
