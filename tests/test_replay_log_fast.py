@@ -326,3 +326,23 @@ def test_a_log_cut_short_after_it_was_opened_is_refused_when_scored_or_read(tmp_
         list(log.records.scoring_items())
     with pytest.raises(PredictionLogError, match="changed since"):
         list(log.records.items())
+
+
+def test_a_line_damaged_after_the_log_was_opened_is_refused_by_the_scorer_naming_it(tmp_path):
+    """The same length, no longer JSON: the scorer's reader (which reads such a line exactly) names
+    the file and line, as the other readers do, instead of a bare parse error from validation."""
+    from jevkedro.nodes.validate import build_question_table
+    from jevkedro.protocol import SnapshotRow, Target
+
+    rows = [SnapshotRow(f"r{i}", {"state": "s", "questions": {"q": {"type": "noul"}}}, {"q": ["true", "false"]},
+                        {"q": Target(label=0)}, {}, {}) for i in range(5)]
+    plog = PredictionLog(tmp_path / "p.jsonl")
+    for i in range(5):
+        plog.append({"request_id": f"r{i}", "status": "ok", "response": {"answers": {"q": {"noul": 0.25}}}})
+    plog.close()
+    log = PredictionLog(plog.path)
+    data = plog.path.read_bytes()
+    at = data.index(b"0.25", data.index(b'"r2"'))
+    plog.path.write_bytes(data[:at] + b"0.#5" + data[at + 4:])
+    with pytest.raises(PredictionLogError, match=r"p\.jsonl:3: .*changed since the log was opened"):
+        build_question_table(rows, log.records)

@@ -539,9 +539,14 @@ class LogRecords(Mapping[str, dict[str, Any]]):
         line = self._plog.read_line(entry)
         if len(line) != entry.length:
             raise PredictionLogError(f"{self._plog.path}: changed since it was opened (line of {rid!r})")
+        return self._parse_indexed(entry, line)
+
+    def _parse_indexed(self, entry: LogEntry, line: bytes) -> dict[str, Any]:
+        """The record on an indexed line, read exactly; every line was checked when the log was
+        opened, so one that is not a record now is refused as a change, naming the line."""
         try:
             return self._plog._parse(line, f"byte {entry.offset}")
-        except PredictionLogError:  # every line was checked when the log was opened
+        except PredictionLogError:
             raise self._plog._refuse(self._plog.line_number(entry.offset), "changed since the log was opened") from None
 
     def __iter__(self) -> Iterator[str]:
@@ -563,13 +568,9 @@ class LogRecords(Mapping[str, dict[str, Any]]):
         return _LogValues(self)
 
     def _parsed(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        plog = self._plog
         for chunk, lines in self._line_batches():
             for (rid, entry), line in zip(chunk, lines):
-                try:
-                    yield rid, plog._parse(line, f"byte {entry.offset}")
-                except PredictionLogError:  # every line was checked when the log was opened
-                    raise plog._refuse(plog.line_number(entry.offset), "changed since the log was opened") from None
+                yield rid, self._parse_indexed(entry, line)
 
     def _line_batches(self) -> Iterator[tuple[list[tuple[str, LogEntry]], list[bytes]]]:
         """The index in log order, ``SCORING_BATCH`` entries at a time, with their lines (one open
@@ -586,11 +587,19 @@ class LogRecords(Mapping[str, dict[str, Any]]):
     def scoring_items(self) -> Iterator[list[tuple[str, Any, Any]]]:
         """Batches of ``(request id, typed record or None, JSON line)`` in log order (see
         :func:`jevkedro.nodes.fast_validate.judge_view`); every line was checked when the log was
-        opened, so a line that does not decode typed (a ``NaN`` literal) is simply read exactly."""
+        opened, so a line that does not decode typed (a ``NaN`` literal) is read exactly here and
+        handed over as its record (a line that is no record any more is refused, naming it)."""
         from jevkedro.nodes.fast_validate import RECORD_DECODER
 
         for chunk, lines in self._line_batches():
-            yield list(zip([rid for rid, _ in chunk], decode_each(RECORD_DECODER, lines), lines))
+            typed = decode_each(RECORD_DECODER, lines)
+            raws: list[Any] = lines
+            odd = [k for k, rec in enumerate(typed) if rec is None]
+            if odd:
+                raws = list(lines)
+                for k in odd:
+                    raws[k] = self._parse_indexed(chunk[k][1], lines[k])
+            yield list(zip([rid for rid, _ in chunk], typed, raws))
 
 
 class _LogItems(ItemsView):
