@@ -118,8 +118,8 @@ def answer(draw, qtype, cands, levels):
     if draw(st.booleans()):
         odd_types = ["noul", "choice", "score", None, 7, True, "NOUL", ["noul"], {"k": qtype}]
         out["type"] = qtype if kind != "type" else draw(st.sampled_from(odd_types))
-    if draw(st.booleans()):
-        out["confidence"] = 0.5  # fields validation does not read
+    if draw(st.booleans()):  # fields validation does not read, some named like what validation derives
+        out[draw(st.sampled_from(["confidence", "_list_entries", "_list_flavour"]))] = draw(st.sampled_from([0.5, 2, True]))
     return out
 
 

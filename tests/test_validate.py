@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jevkedro.nodes.validate import build_question_table, validate_answer
+from jevkedro.nodes.validate import build_question_table, reference_question_table, validate_answer
 from jevkedro.protocol import SnapshotRow, Target
 
 CHOICE = ["a", "b", "c"]
@@ -126,6 +126,23 @@ def test_choice_field_must_name_an_option():
     foreign = {**ok, "choice": "z"}
     assert validate_answer("choice", CHOICE, ok)[1] is None
     assert "'z' is not one of the options" in validate_answer("choice", CHOICE, foreign)[1]
+
+
+def test_no_key_a_model_writes_passes_for_what_validation_derives():
+    """What validation learns of a list-shaped body (an id answered twice, a choice entry) is kept
+    beside the answers: keys named like it inside an answer are the model's and change nothing."""
+    rows = [_row("r1"), _row("r2"), _row("r3")]
+    probs = {"a": 0.4, "b": 0.6}
+    preds = {
+        "r1": {"status": "ok", "response": {"answers": {"q": {"probabilities": probs, "_list_entries": 2}}}},
+        "r2": {"status": "ok", "response": {"answers": {"q": {"probabilities": probs, "_list_flavour": True}}}},
+        "r3": {"status": "ok", "response": {"answers": [{"id": "q", "choice": "b", "probabilities": probs,
+                                                         "_list_entries": 5}]}},
+    }
+    for table in (build_question_table(rows, preds), reference_question_table(rows, preds)):
+        assert table.status.tolist() == ["ok"] * 3 and table.reason == [None] * 3
+    twice = {"r1": {"status": "ok", "response": {"answers": [{"id": "q", "probabilities": probs}] * 2}}}
+    assert reference_question_table(rows[:1], twice).reason == ["the list-shaped body answers this question in 2 entries"]
 
 
 def test_list_flavour_requires_choice_and_rejects_noul_in_choice_slot():

@@ -42,6 +42,7 @@ from jevkedro.nodes.jsonparse import parse_json
 from jevkedro.nodes.layout import QTYPE_CODES, QuestionLayout
 from jevkedro.nodes.validate import (
     NO_ANSWER,
+    AnswersByQuestion,
     QuestionRecords,
     answers_by_question,
     judge_request,
@@ -505,15 +506,16 @@ def _reference_questions(layout: QuestionLayout, rows: Sequence[SnapshotRow], g:
                          tol: float, out: _Out) -> None:
     """Judge single questions of fast-path requests with the reference rules (answers read from
     the generic record, so reasons quote the values exactly as written)."""
-    answers_of: dict[int, dict[str, Any]] = {}
+    answers_of: dict[int, AnswersByQuestion] = {}
     for gi in g.tolist():
         r = int(layout.request_index[gi])
         amap = answers_of.get(r)
         if amap is None:
             generic = _generic(raw_of[r])
             amap = answers_of[r] = answers_by_question(generic.get("response"))
-        p, why = validate_answer(layout.qtype[gi], layout.candidates_of(gi), amap.get(layout.question_ids[gi]),
-                                 layout.level_names.get(gi), tol)
+        qid = layout.question_ids[gi]
+        p, why = validate_answer(layout.qtype[gi], layout.candidates_of(gi), amap.get(qid), layout.level_names.get(gi), tol,
+                                 amap.list_entries(qid))
         if p is None:
             out.invalid(gi, why)
         else:

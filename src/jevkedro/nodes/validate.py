@@ -60,8 +60,6 @@ def renormalising_divisor(sums: np.ndarray | float) -> np.ndarray | float:
     """What each answer is divided by for the generic metrics: its sum, or 1 when the sum is
     already 1 within :data:`EXACT_SUM_TOLERANCE` (so exact answers stay exact)."""
     return np.where(np.abs(np.asarray(sums) - 1.0) <= EXACT_SUM_TOLERANCE, 1.0, sums)
-LIST_FLAVOUR_KEY = "_list_flavour"  # set on answers that came from a list-shaped body
-LIST_ENTRIES_KEY = "_list_entries"  # set where a list-shaped body answers one question id several times
 # Statuses of one question at scoring time. ``ok``/``invalid`` exist only for answered questions.
 QUESTION_STATUSES = ("ok", "invalid", "unsupported", "unattempted", "error")
 NO_ANSWER = "no answer for this question"
@@ -115,21 +113,32 @@ def sum_reason(total: float, tolerance: float) -> str:
     return f"probabilities sum to {total:.6g}, outside 1 ± {tolerance}"
 
 
-def answers_by_question(response: Any) -> dict[str, Any]:
+class AnswersByQuestion(dict[str, Any]):
+    """The answers of one body keyed by question id, as the model wrote them. ``entries``: for a
+    list-shaped body, how many of its entries name each id (None for a dict-shaped body). Kept
+    beside the answers, never inside them: a key in an answer is the model's, so nothing a model
+    writes can pass for what this module derived."""
+
+    entries: Counter[str] | None = None
+
+    def list_entries(self, qid: str) -> int:
+        """How many entries of a list-shaped body answer ``qid`` (0 for a dict-shaped body)."""
+        return self.entries[qid] if self.entries is not None else 0
+
+
+def answers_by_question(response: Any) -> AnswersByQuestion:
     """The answers of a System One body, keyed by question id (dict or list-shaped ``/decide``)."""
-    if not isinstance(response, Mapping):
-        return {}
-    answers = response.get("answers")
+    out = AnswersByQuestion()
+    answers = response.get("answers") if isinstance(response, Mapping) else None
     if isinstance(answers, Mapping):
-        return dict(answers)
-    if isinstance(answers, list):
-        # the list-shaped /decide flavour: entries matched by id; marked so that validation can
-        # apply that flavour's rules (a choice entry must name its choice; one entry per id)
+        out.update(answers)
+    elif isinstance(answers, list):
+        # the list-shaped /decide flavour: entries matched by id (the last of repeated ones; the
+        # counts let validation reject an id answered twice and require each choice entry's choice)
         entries = [a for a in answers if isinstance(a, Mapping) and isinstance(a.get("id"), str)]
-        counts = Counter(a["id"] for a in entries)
-        return {a["id"]: {**a, LIST_FLAVOUR_KEY: True, **({LIST_ENTRIES_KEY: counts[a["id"]]} if counts[a["id"]] > 1 else {})}
-                for a in entries}
-    return {}
+        out.update((a["id"], a) for a in entries)
+        out.entries = Counter(a["id"] for a in entries)
+    return out
 
 
 def validate_answer(
@@ -138,15 +147,17 @@ def validate_answer(
     answer: Any,
     level_names: list[str] | None = None,
     tolerance: float = SUM_TOLERANCE,
+    list_entries: int = 0,
 ) -> tuple[np.ndarray | None, str | None]:
-    """Map one answer onto ``candidates``.
+    """Map one answer onto ``candidates``. ``list_entries``: how many entries of a list-shaped body
+    answer this question (0: the body is dict-shaped; see :meth:`AnswersByQuestion.list_entries`).
 
     Returns ``(probabilities normalised to sum 1, None)`` when valid, else ``(None, reason)``.
     """
     if not isinstance(answer, Mapping):
         return None, NO_ANSWER
-    if answer.get(LIST_ENTRIES_KEY):
-        return None, f"the list-shaped body answers this question in {answer[LIST_ENTRIES_KEY]} entries"
+    if list_entries > 1:
+        return None, f"the list-shaped body answers this question in {list_entries} entries"
     declared = answer.get("type")
     if declared is not None and declared != qtype:
         return None, f"answer type {_short_repr(declared)} for a {qtype} question"
@@ -163,7 +174,7 @@ def validate_answer(
             by_key = {"true": float(p), "false": 1.0 - float(p)}  # type: ignore[arg-type]  # _is_prob: a real number
             return np.array([by_key[c] for c in candidates], dtype=float), None
     else:
-        if qtype == "choice" and ("choice" in answer or answer.get(LIST_FLAVOUR_KEY)):
+        if qtype == "choice" and ("choice" in answer or list_entries):
             if answer.get("choice") not in candidates:
                 return None, f"choice {_short_repr(answer.get('choice'))} is not one of the options"
         probs = answer.get("probabilities")
@@ -258,7 +269,7 @@ def judge_request(row: SnapshotRow, record: Mapping[str, Any] | None, tolerance:
             out.append(("invalid", None, repeated[qid]))
         else:
             p, why = validate_answer(question["type"], row.candidates[qid], answers.get(qid),
-                                     level_names_of(question), tolerance)
+                                     level_names_of(question), tolerance, answers.list_entries(qid))
             out.append(("ok" if p is not None else "invalid", p, why))
     return out
 
