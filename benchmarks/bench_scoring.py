@@ -30,12 +30,15 @@ repeated keys). Then, medians over ``--repeats``:
   intervals, risk-coverage, the family's report;
 - ``questions save``: writing the per-question records (``questions.jsonl``);
 - ``log read (json.loads)``: the straightforward reading of the log, a dict per line;
-- ``side by side``: the score node and a straightforward scorer alternate ``--repeats`` times in
-  the same process; the scorer gets the records already parsed (``json.loads``, before its clock
-  starts), validates every question by the reference rules (``judge_request``) and accumulates
-  accuracy/NLL/Brier/ECE one question at a time; its values must equal the node's overall metrics
-  to 1e-9. The ratio is the median of the runs' ratios; the reading is compared separately
-  (``json.loads`` per line against ``log open``).
+- ``side by side``: the score node and two straightforward scorers alternate ``--repeats`` times
+  in the same process; the scorers get the records already parsed (``json.loads``, before their
+  clocks start) and accumulate accuracy/NLL/Brier/ECE one question at a time. The *reference loop*
+  validates every question by the reference rules (``judge_request``, a small numpy array per
+  answer); the *plain loop* checks the common answer inline in plain Python floats and hands
+  anything else to the reference rules. Their values must equal the node's overall metrics to
+  1e-9 (the run stops otherwise). Each ratio is the median of the runs' ratios; the reading is
+  compared separately (``json.loads`` per line against ``log open``) and in the "both from the
+  log's bytes" ratios.
 
 With ``BENCH_SCORING_PROFILE=FILE`` one more run of the score node is profiled (cProfile, pstats
 written to FILE: ``python -m pstats FILE``).
@@ -69,7 +72,13 @@ from jevkedro.nodes.infer import PredictionLog
 from jevkedro.nodes.layout import cache_path
 from jevkedro.nodes.report import generic_metrics, interval_summary, resampling_units, selective_summary
 from jevkedro.nodes.snapshot import PreparedView, commit_dataset, load_snapshot, verify_snapshot_bytes
-from jevkedro.nodes.validate import build_question_table, judge_request, question_records
+from jevkedro.nodes.validate import (
+    EXACT_SUM_TOLERANCE,
+    SUM_TOLERANCE,
+    build_question_table,
+    judge_request,
+    question_records,
+)
 from jevkedro.protocol import SnapshotRow, Target
 from jevkedro.registry import family_of
 
@@ -160,34 +169,90 @@ def read_records(log_path: Path) -> dict:
     return records
 
 
+class _Overall:
+    """Accuracy, NLL, Brier and 15-bin ECE accumulated one question at a time (the baselines' metrics)."""
+
+    def __init__(self) -> None:
+        self.n_hard = self.hits = self.n_prob = 0
+        self.nll = self.brier = 0.0
+        self.bins_conf, self.bins_hit = [0.0] * 15, [0.0] * 15
+        self.edges = np.linspace(0.0, 1.0, 16).tolist()
+
+    def add(self, probs: list[float] | None, label: int) -> None:
+        self.n_hard += 1
+        if probs is None:
+            return
+        top = probs.index(max(probs))
+        self.hits += top == label
+        self.n_prob += 1
+        self.nll += -math.log(max(probs[label], 1e-12))
+        self.brier += sum((x - (1.0 if k == label else 0.0)) ** 2 for k, x in enumerate(probs))
+        conf = probs[top]
+        b = min(int(conf * 15), 14)
+        while b > 0 and conf < self.edges[b]:  # the same left-closed edges as the vectorised ECE
+            b -= 1
+        while b < 14 and conf >= self.edges[b + 1]:
+            b += 1
+        self.bins_conf[b] += conf
+        self.bins_hit[b] += top == label
+
+    def result(self) -> dict:
+        ece = sum(abs(h - c) for h, c in zip(self.bins_hit, self.bins_conf)) / self.n_prob
+        return {"accuracy": self.hits / self.n_hard, "nll": self.nll / self.n_prob, "brier": self.brier / self.n_prob,
+                "ece": ece}
+
+
 def baseline(snapshot, records: dict) -> dict:
-    """Straightforward scoring of parsed records: per question, in plain Python."""
-    n_hard = hits = n_prob = 0
-    nll = brier = 0.0
-    bins_n, bins_conf, bins_hit = [0] * 15, [0.0] * 15, [0.0] * 15
-    edges = np.linspace(0.0, 1.0, 16).tolist()
+    """Straightforward scoring of parsed records: every answer through the reference rules
+    (``judge_request``, which builds a small numpy array per answer), per question."""
+    acc = _Overall()
     for row in snapshot.rows:
-        for (status, p, _), (qid, _) in zip(judge_request(row, records.get(row.request_id)), row.request["questions"].items()):
-            label = row.targets[qid].label
-            probs = p.tolist() if p is not None else None
-            top = probs.index(max(probs)) if probs else -1
-            n_hard += 1
-            hits += status == "ok" and top == label
-            if status == "ok":
-                n_prob += 1
-                nll += -math.log(max(probs[label], 1e-12))
-                brier += sum((x - (1.0 if k == label else 0.0)) ** 2 for k, x in enumerate(probs))
-                conf = probs[top]
-                b = min(int(conf * 15), 14)
-                while b > 0 and conf < edges[b]:  # the same left-closed edges as the vectorised ECE
-                    b -= 1
-                while b < 14 and conf >= edges[b + 1]:
-                    b += 1
-                bins_n[b] += 1
-                bins_conf[b] += conf
-                bins_hit[b] += top == label
-    ece = sum(abs(h - c) for h, c in zip(bins_hit, bins_conf)) / n_prob
-    return {"accuracy": hits / n_hard, "nll": nll / n_prob, "brier": brier / n_prob, "ece": ece}
+        for (status, p, _), qid in zip(judge_request(row, records.get(row.request_id)), row.request["questions"]):
+            acc.add(p.tolist() if status == "ok" else None, row.targets[qid].label)
+    return acc.result()
+
+
+def plain_baseline(snapshot, records: dict) -> dict:
+    """Straightforward scoring of parsed records in plain Python floats, no numpy per answer: the
+    common answer (a noul number; or a probabilities object keyed by exactly the candidates, float
+    values in [0, 1] summing to 1 within the tolerance, a choice naming one of them) is checked
+    inline, anything else goes through the reference rules for its whole request. Its verdicts are
+    the reference's: a sum is taken in numpy's order (sequential below 8 values, pairs of pairs at 8)."""
+    acc = _Overall()
+    band = SUM_TOLERANCE + 1e-12
+    for row in snapshot.rows:
+        rec = records.get(row.request_id)
+        answers = None
+        if rec and rec.get("status") == "ok" and not rec.get("unsupported_questions") \
+                and not (rec.get("meta") or {}).get("duplicate_keys"):
+            body = (rec.get("response") or {}).get("answers")
+            answers = body if body.__class__ is dict else None
+        verdicts = None
+        for qi, (qid, question) in enumerate(row.request["questions"].items()):
+            qtype, cands = question["type"], row.candidates[qid]
+            answer = answers.get(qid) if answers is not None else None
+            probs = None
+            if answer.__class__ is dict and answer.get("type", qtype) == qtype:
+                noul, given = answer.get("noul"), answer.get("probabilities")
+                if qtype == "noul" and noul.__class__ is float:
+                    if 0.0 <= noul <= 1.0:
+                        probs = [noul, 1.0 - noul] if cands[0] == "true" else [1.0 - noul, noul]
+                elif given.__class__ is dict and (qtype != "noul" or noul is None) and len(given) == len(cands) \
+                        and len(cands) <= 8 and (qtype != "choice" or "choice" not in answer
+                             or answer["choice"].__class__ is str and answer["choice"] in given):
+                    values = [given.get(c) for c in cands]
+                    if all(v.__class__ is float and 0.0 <= v <= 1.0 for v in values):
+                        total = sum(values) if len(values) < 8 else \
+                            ((values[0] + values[1]) + (values[2] + values[3])) + ((values[4] + values[5]) + (values[6] + values[7]))
+                        if abs(total - 1.0) <= band:
+                            divisor = 1.0 if abs(total - 1.0) <= EXACT_SUM_TOLERANCE else total
+                            probs = [v / divisor for v in values]
+            if probs is None:  # anything else: the reference decides (and may reject)
+                verdicts = verdicts or judge_request(row, rec)
+                status, p, _ = verdicts[qi]
+                probs = p.tolist() if status == "ok" else None
+            acc.add(probs, row.targets[qid].label)
+    return acc.result()
 
 
 # -- measuring ---------------------------------------------------------------------------------------
@@ -299,8 +364,8 @@ def score(work: Path, repeats: int) -> dict:
     list(rows_snapshot.rows)
     stage("log read (json.loads)", lambda: read_records(log_path), repeats, res)
     records: dict | None = None
-    runs: dict[str, list[tuple[float, float]]] = {"node": [], "validation+overall": [], "baseline": [], "open": [],
-                                                  "read": []}
+    runs: dict[str, list[tuple[float, float]]] = {"node": [], "validation+overall": [], "baseline": [], "plain": [],
+                                                  "open": [], "read": []}
 
     def timed(name, fn):
         t0, c0 = time.perf_counter(), time.process_time()
@@ -315,18 +380,27 @@ def score(work: Path, repeats: int) -> dict:
         records = None
         records = timed("read", lambda: read_records(log_path))  # the straightforward scorer's reading
         base = timed("baseline", lambda parsed=records: baseline(rows_snapshot, parsed))
+        plain = timed("plain", lambda parsed=records: plain_baseline(rows_snapshot, parsed))
 
-    def ratio(name: str, k: int) -> float:
-        return statistics.median(b[k] / x[k] for b, x in zip(runs["baseline"], runs[name]))
+    def ratio(name: str, k: int, base: str = "baseline") -> float:
+        return statistics.median(b[k] / x[k] for b, x in zip(runs[base], runs[name]))
+
+    def from_bytes(base: str) -> float:  # json.loads + the scorer against log open + validation + overall
+        return statistics.median((r[0] + b[0]) / (o[0] + v[0]) for r, b, o, v in zip(
+            runs["read"], runs[base], runs["open"], runs["validation+overall"]))
 
     res["side by side"] = {"node_s": [w for w, _ in runs["node"]], "baseline_s": [w for w, _ in runs["baseline"]],
                            "runs": runs, "ratio": ratio("node", 0), "ratio_cpu": ratio("node", 1),
                            "ratio_vo": ratio("validation+overall", 0), "ratio_vo_cpu": ratio("validation+overall", 1),
-                           # both starting from the log's bytes: json.loads + baseline against open + validation + overall
-                           "ratio_vo_bytes": statistics.median((r[0] + b[0]) / (o[0] + v[0]) for r, b, o, v in zip(
-                               runs["read"], runs["baseline"], runs["open"], runs["validation+overall"]))}
+                           "ratio_vo_bytes": from_bytes("baseline"),
+                           "plain_s": [w for w, _ in runs["plain"]], "ratio_vo_plain": ratio("validation+overall", 0, "plain"),
+                           "ratio_vo_plain_cpu": ratio("validation+overall", 1, "plain"),
+                           "ratio_vo_plain_bytes": from_bytes("plain")}
     overall = report["metrics"]["overall"]
     res["max_abs_diff"] = max(abs(base[k] - overall[k]) for k in base)
+    res["max_abs_diff_plain"] = max(abs(plain[k] - overall[k]) for k in plain)
+    if max(res["max_abs_diff"], res["max_abs_diff_plain"]) > 1e-9:
+        raise SystemExit(f"a baseline's metrics differ from the node's: {base} / {plain} / {overall}")
     res["coverage"] = report["coverage"]["by_status"]
     res["slices"] = sum(len(v) for k, v in report["metrics"].items() if k != "overall") + \
         sum(len(v) for k, v in official["groups"].items() if k != "overall")
@@ -389,6 +463,10 @@ def main() -> None:
               f"baseline / that {side['ratio_vo']:.2f}x wall, {side['ratio_vo_cpu']:.2f}x CPU")
         print(f"  both from the log's bytes, same alternation: (json.loads read + baseline) / (log open + validation "
               f"+ overall metrics) {side['ratio_vo_bytes']:.2f}x wall")
+        print(f"  plain-Python scorer (common answers checked inline, no numpy per answer; the rest by the reference rules) "
+              f"{statistics.median(side['plain_s']):.3f} s, overall metrics equal to {res['max_abs_diff_plain']:.1e}: "
+              f"plain / (validation + overall) {side['ratio_vo_plain']:.2f}x wall, {side['ratio_vo_plain_cpu']:.2f}x CPU; "
+              f"both from the log's bytes {side['ratio_vo_plain_bytes']:.2f}x wall")
         print(f"  reading the log: json.loads per line {read_s:.3f} s, PredictionLog open {open_s:.3f} s "
               f"({read_s / open_s:.1f}x); (read + baseline) / (open + score node) "
               f"{(read_s + statistics.median(side['baseline_s'])) / (open_s + statistics.median(side['node_s'])):.2f}x")
