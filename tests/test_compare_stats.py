@@ -288,3 +288,8 @@ def test_slice_intervals_through_signatures_equal_a_units_by_values_product():
     for j, (name, value) in enumerate(keys):
         expected = C.percentile_interval(boot[:, j] / boot[:, k + j])
         assert per_slice[name][value]["accuracy_ci"] == list(expected)
+    # slices given already coded (sorted values, index of each question's), as the report passes
+    # the table's integer codes, give the same intervals as the strings themselves
+    coded = {name: tuple(np.unique(col.astype(str), return_inverse=True)) for name, col in slices.items()}
+    coded = {name: ([str(v) for v in values], inv) for name, (values, inv) in coded.items()}
+    assert C.report_intervals(t, coded, resamples=40) == C.report_intervals(t, slices, resamples=40)

@@ -257,13 +257,19 @@ def headline_intervals(t: Terms, units: np.ndarray | None = None, resamples: int
     return {name: list(percentile_interval(values[name], level)) for name in HEADLINE}
 
 
-def _slice_members(t: Terms, slices: Mapping[str, np.ndarray], max_values: int) -> tuple[np.ndarray, list[tuple[str, str]]]:
+# A slice column: each question's value, or already coded as ``(sorted distinct values, each
+# question's index into them)`` (:func:`jevkedro.nodes.metrics.slice_codes`, no strings sorted).
+SliceData = np.ndarray | tuple[Sequence[str], np.ndarray]
+
+
+def _slice_members(t: Terms, slices: Mapping[str, SliceData], max_values: int) -> tuple[np.ndarray, list[tuple[str, str]]]:
     """``(N, s)`` column of each question's value in each slice of at most ``max_values`` values,
     as an index into ``keys`` (the ``(slice, value)`` pairs, in slice order then sorted values)."""
     columns: list[np.ndarray] = []
     keys: list[tuple[str, str]] = []
     for name, column in slices.items():
-        values, vcodes = np.unique(np.asarray(column, dtype=object).astype(str), return_inverse=True)
+        values, vcodes = column if isinstance(column, tuple) else \
+            np.unique(np.asarray(column, dtype=object).astype(str), return_inverse=True)
         if len(values) > max_values:
             continue
         columns.append(vcodes.astype(np.intp) + len(keys))
@@ -346,7 +352,7 @@ def _slice_results(t: Terms, member: np.ndarray, keys: list[tuple[str, str]], bo
     return out
 
 
-def slice_intervals(t: Terms, slices: Mapping[str, np.ndarray], units: np.ndarray | None = None,
+def slice_intervals(t: Terms, slices: Mapping[str, SliceData], units: np.ndarray | None = None,
                     resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL,
                     max_values: int = 50) -> dict[str, dict[str, Any]]:
     """Per slice value: accuracy with a unit-bootstrap interval, mean confidence and ECE
@@ -356,7 +362,7 @@ def slice_intervals(t: Terms, slices: Mapping[str, np.ndarray], units: np.ndarra
     return report_intervals(t, slices, units, resamples, seed, level, max_values)[1]
 
 
-def report_intervals(t: Terms, slices: Mapping[str, np.ndarray], units: np.ndarray | None = None,
+def report_intervals(t: Terms, slices: Mapping[str, SliceData], units: np.ndarray | None = None,
                      resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL,
                      max_values: int = 50) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """:func:`headline_intervals` and :func:`slice_intervals` from one set of resamples (the

@@ -106,7 +106,8 @@ def interval_summary(table: QuestionTable, units: np.ndarray, unit_name: str, te
     keep = ~np.asarray(table.unscored, dtype=bool)
     terms = stats.terms_of(table) if terms is None else terms
     kept_units = np.asarray(units, dtype=object)[keep]
-    overall, per_slice = stats.report_intervals(terms, {name: col[keep] for name, col in table.slices.items()},
+    coded = {name: M.slice_codes(table, name, keep) for name in table.slices}  # integer codes: no strings sorted
+    overall, per_slice = stats.report_intervals(terms, {name: c for name, c in coded.items() if c is not None},
                                                 kept_units, resamples, seed)
     out: dict[str, Any] = {
         "level": stats.LEVEL, "method": "percentile bootstrap", "unit": unit_name,
