@@ -367,10 +367,13 @@ def evaluate(snapshot: Snapshot, table: QuestionTable, predictions: Mapping[str,
 
     groups = {}  # each slice value's questions as ascending indices (one stable sort, not a mask per value)
     for name, col in (("by_domain", "domain"), ("by_type", "type")):
-        values, codes = np.unique(np.asarray(table.slices[col]).astype(str), return_inverse=True)
+        coded = M.slice_codes(table, col)  # the table's integer codes: no strings sorted
+        if coded is None:
+            raise KeyError(f"the question table has no {col!r} slice")
+        values, codes = coded
         order = np.argsort(codes, kind="stable")
         bounds = np.searchsorted(codes[order], np.arange(len(values) + 1))
-        groups[name] = {v: order[bounds[j]: bounds[j + 1]] for j, v in enumerate(values.tolist())}
+        groups[name] = {v: order[bounds[j]: bounds[j + 1]] for j, v in enumerate(values)}
 
     def grouped(fn, *args):
         out = {"overall": fn(table, *args, everything)}
