@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -275,7 +276,35 @@ def _scored(table: QuestionTable, rows: np.ndarray) -> np.ndarray:
     return idx[~table.unscored[idx]]
 
 
-def teacher_agreement(table: QuestionTable, mask: np.ndarray) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TeacherTerms:
+    """Each question's terms of :func:`teacher_agreement`, computed once for the view: a group's
+    figures are then means over its questions (every term is a function of its own row, so the
+    same values, summed in the same order, as computing them group by group)."""
+
+    hard: np.ndarray  # an explicit label
+    hit: np.ndarray  # valid, labelled, argmax(p) == label
+    soft: np.ndarray  # valid with a reference distribution: counted by the three below
+    kl: np.ndarray
+    brier: np.ndarray
+    cross_entropy: np.ndarray
+
+    @classmethod
+    def of(cls, table: QuestionTable) -> TeacherTerms:
+        pred, _ = M.top_label(table.P)
+        hard = table.label >= 0
+        soft = table.valid & table.has_target
+        idx = np.flatnonzero(soft)
+        P, Y = table.P[idx], table.Y[idx]
+        per_row = []
+        for formula in (M.kl_divergence, M.brier, M.nll):
+            values = np.zeros(len(table))
+            values[idx] = formula(P, Y)
+            per_row.append(values)
+        return cls(hard, table.valid & hard & (pred == table.label), soft, *per_row)
+
+
+def teacher_agreement(table: QuestionTable, mask: np.ndarray, terms: TeacherTerms | None = None) -> dict[str, Any]:
     """The family's metrics over one group of questions (``mask``: see :func:`_scored`).
 
     - ``label_accuracy``: argmax(p) == explicit label (first candidate on ties), every question
@@ -283,19 +312,20 @@ def teacher_agreement(table: QuestionTable, mask: np.ndarray) -> dict[str, Any]:
     - ``kl_to_reference``: KL(y || p) = sum_k y_k ln(y_k / max(p_k, 1e-12)), y the normalised
       reference; ``brier``: sum_k (p_k - y_k)^2; ``cross_entropy``: -sum_k y_k ln max(p_k, 1e-12);
       these three over valid answers only.
+
+    ``terms``: :meth:`TeacherTerms.of` the table, when it serves several groups.
     """
+    terms = TeacherTerms.of(table) if terms is None else terms
     m = _scored(table, mask)
-    P, Y, label, valid = table.P[m], table.Y[m], table.label[m], table.valid[m]
-    pred, _ = M.top_label(P)
-    hard = label >= 0
-    soft = valid & table.has_target[m]
+    hard = terms.hard[m]
+    soft = m[terms.soft[m]]
     return {
-        "label_accuracy": float((valid & hard & (pred == label))[hard].mean()) if hard.any() else None,
+        "label_accuracy": float(terms.hit[m][hard].mean()) if hard.any() else None,
         "label_accuracy_n": int(hard.sum()),
-        "kl_to_reference": _mean(M.kl_divergence(P[soft], Y[soft])),
-        "brier": _mean(M.brier(P[soft], Y[soft])),
-        "cross_entropy": _mean(M.nll(P[soft], Y[soft])),
-        "probability_n": int(soft.sum()),
+        "kl_to_reference": _mean(terms.kl[soft]),
+        "brier": _mean(terms.brier[soft]),
+        "cross_entropy": _mean(terms.cross_entropy[soft]),
+        "probability_n": len(soft),
     }
 
 
@@ -329,7 +359,7 @@ def reference_argmax_column(snapshot: Snapshot, table: QuestionTable) -> np.ndar
     return out
 
 
-def card_compatible(table: QuestionTable, reference_argmax: np.ndarray, mask: np.ndarray) -> dict[str, Any]:
+def card_compatible(table: QuestionTable, mask: np.ndarray, reference_argmax: np.ndarray) -> dict[str, Any]:
     """Secondary, card-style metrics (Unknown 9, Unknown 3): accuracy = argmax(p) == first-key argmax
     of the gold distribution (misses as in our accuracy); ECE over 10 equal-width bins with that
     agreement as correctness, over valid answers (``mask``: see :func:`_scored`)."""
@@ -376,9 +406,9 @@ def evaluate(snapshot: Snapshot, table: QuestionTable, predictions: Mapping[str,
         groups[name] = {v: order[bounds[j]: bounds[j + 1]] for j, v in enumerate(values)}
 
     def grouped(fn, *args):
-        out = {"overall": fn(table, *args, everything)}
+        out = {"overall": fn(table, everything, *args)}
         for name, by_value in groups.items():
-            out[name] = {v: fn(table, *args, rows) for v, rows in by_value.items()}
+            out[name] = {v: fn(table, rows, *args) for v, rows in by_value.items()}
         return out
 
     return reference_report(
@@ -386,7 +416,7 @@ def evaluate(snapshot: Snapshot, table: QuestionTable, predictions: Mapping[str,
         family=FAMILY, data=snapshot.data, data_kind=manifest["data_kinds"][snapshot.data],
         release=f"{manifest['upstream']['dataset']} @ {manifest['upstream']['revision']}",
         label_basis=LABEL_BASIS_NOTE,
-        teacher_agreement={"note": TEACHER_NOTE, **grouped(teacher_agreement)},
+        teacher_agreement={"note": TEACHER_NOTE, **grouped(teacher_agreement, TeacherTerms.of(table))},
         card_compatible={"secondary": True, **grouped(card_compatible, ref)},
         label_differs_from_reference_argmax=int(label_vs_ref.sum()),
         exposure=exposure(predictions, manifest["release"]["fitted_models"],
