@@ -280,7 +280,9 @@ def _scored(table: QuestionTable, rows: np.ndarray) -> np.ndarray:
 class TeacherTerms:
     """Each question's terms of :func:`teacher_agreement`, computed once for the view: a group's
     figures are then means over its questions (every term is a function of its own row, so the
-    same values, summed in the same order, as computing them group by group)."""
+    same values, summed in the same order, as computing them group by group). All but KL are the
+    generic metrics' per-question terms (:func:`jevkedro.nodes.metrics.table_stats`, kept on the
+    table)."""
 
     hard: np.ndarray  # an explicit label
     hit: np.ndarray  # valid, labelled, argmax(p) == label
@@ -291,17 +293,12 @@ class TeacherTerms:
 
     @classmethod
     def of(cls, table: QuestionTable) -> TeacherTerms:
-        pred, _ = M.top_label(table.P)
-        hard = table.label >= 0
-        soft = table.valid & table.has_target
+        stats = M.table_stats(table)
+        soft = stats["prob"]
+        kl = np.zeros(len(table))
         idx = np.flatnonzero(soft)
-        P, Y = table.P[idx], table.Y[idx]
-        per_row = []
-        for formula in (M.kl_divergence, M.brier, M.nll):
-            values = np.zeros(len(table))
-            values[idx] = formula(P, Y)
-            per_row.append(values)
-        return cls(hard, table.valid & hard & (pred == table.label), soft, *per_row)
+        kl[idx] = M.kl_divergence(table.P[idx], table.Y[idx])
+        return cls(stats["hard"], stats["correct"], soft, kl, stats["brier"], stats["nll"])
 
 
 def teacher_agreement(table: QuestionTable, mask: np.ndarray, terms: TeacherTerms | None = None) -> dict[str, Any]:
