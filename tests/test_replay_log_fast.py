@@ -346,3 +346,34 @@ def test_a_line_damaged_after_the_log_was_opened_is_refused_by_the_scorer_naming
     plog.path.write_bytes(data[:at] + b"0.#5" + data[at + 4:])
     with pytest.raises(PredictionLogError, match=r"p\.jsonl:3: .*changed since the log was opened"):
         build_question_table(rows, log.records)
+
+
+@pytest.mark.parametrize("change", ["not a record", "another request", "another status"])
+def test_a_line_replaced_by_valid_json_of_the_same_length_is_refused_by_every_reader(tmp_path, change):
+    """Still JSON and the same length, but no longer what the index holds for that line: an object
+    without a status, another request's record (two lines swapped), or the same request with
+    another status. Scoring (typed batches), items() and one record's reading all refuse it."""
+    from jevkedro.nodes.validate import build_question_table
+    from jevkedro.protocol import SnapshotRow, Target
+
+    rows = [SnapshotRow(f"r{i}", {"state": "s", "questions": {"q": {"type": "noul"}}}, {"q": ["true", "false"]},
+                        {"q": Target(label=0)}, {}, {}) for i in range(5)]
+    plog = PredictionLog(tmp_path / "p.jsonl")
+    for i in range(5):
+        plog.append({"request_id": f"r{i}", "status": "ok", "response": {"answers": {"q": {"noul": 0.25}}}})
+    plog.close()
+    log = PredictionLog(plog.path)
+    lines = plog.path.read_bytes().split(b"\n")
+    if change == "not a record":
+        lines[2] = b'{"note":"' + b"x" * (len(lines[2]) - 11) + b'"}'
+    elif change == "another request":
+        lines[1], lines[2] = lines[2], lines[1]
+    else:
+        lines[2] = lines[2].replace(b'"status":"ok"', b'"status":"no"')
+    changed = b"\n".join(lines)
+    assert len(changed) == plog.path.stat().st_size and changed != plog.path.read_bytes()
+    plog.path.write_bytes(changed)
+    for read in (lambda: build_question_table(rows, log.records), lambda: list(log.records.items()),
+                 lambda: log.records["r2"]):
+        with pytest.raises(PredictionLogError, match=r"p\.jsonl:[23]: .*changed since the log was opened"):
+            read()

@@ -66,7 +66,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass
 from itertools import accumulate
-from operator import attrgetter, countOf
+from operator import attrgetter, countOf, eq, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +127,7 @@ class _IndexFields(msgspec.Struct):
 _INDEX_DECODER = msgspec.json.Decoder(_IndexFields)
 _STATUS_SET = frozenset(RECORD_STATUSES)
 _get_request_id, _get_status = attrgetter("request_id"), attrgetter("status")
+_second = itemgetter(1)
 _get_sha, _get_cost = attrgetter("snapshot_sha256"), attrgetter("cost_usd")
 _get_identity = attrgetter("run_identity")
 # the fields of a LogEntry, for maps over many of them
@@ -539,15 +540,22 @@ class LogRecords(Mapping[str, dict[str, Any]]):
         line = self._plog.read_line(entry)
         if len(line) != entry.length:
             raise PredictionLogError(f"{self._plog.path}: changed since it was opened (line of {rid!r})")
-        return self._parse_indexed(entry, line)
+        return self._parse_indexed(rid, entry, line)
 
-    def _parse_indexed(self, entry: LogEntry, line: bytes) -> dict[str, Any]:
-        """The record on an indexed line, read exactly; every line was checked when the log was
-        opened, so one that is not a record now is refused as a change, naming the line."""
+    def _parse_indexed(self, rid: str, entry: LogEntry, line: bytes) -> dict[str, Any]:
+        """The record of ``rid`` on its indexed line, read exactly. Every line was checked when the
+        log was opened, so a line that is no record now, or the record of another request or with
+        another status than the index holds, is refused as a change, naming the line."""
         try:
-            return self._plog._parse(line, f"byte {entry.offset}")
+            rec = self._plog._parse(line, f"byte {entry.offset}")
         except PredictionLogError:
-            raise self._plog._refuse(self._plog.line_number(entry.offset), "changed since the log was opened") from None
+            rec = None
+        if rec is None or rec["request_id"] != rid or rec["status"] != entry.status:
+            raise self._changed(entry)
+        return rec
+
+    def _changed(self, entry: LogEntry) -> PredictionLogError:
+        return self._plog._refuse(self._plog.line_number(entry.offset), "changed since the log was opened")
 
     def __iter__(self) -> Iterator[str]:
         return iter(list(self._plog.index))
@@ -570,7 +578,7 @@ class LogRecords(Mapping[str, dict[str, Any]]):
     def _parsed(self) -> Iterator[tuple[str, dict[str, Any]]]:
         for chunk, lines in self._line_batches():
             for (rid, entry), line in zip(chunk, lines):
-                yield rid, self._parse_indexed(entry, line)
+                yield rid, self._parse_indexed(rid, entry, line)
 
     def _line_batches(self) -> Iterator[tuple[list[tuple[str, LogEntry]], list[bytes]]]:
         """The index in log order, ``SCORING_BATCH`` entries at a time, with their lines (one open
@@ -589,17 +597,29 @@ class LogRecords(Mapping[str, dict[str, Any]]):
         :func:`jevkedro.nodes.fast_validate.judge_view`); every line was checked when the log was
         opened, so a line that does not decode typed (a ``NaN`` literal) is read exactly here and
         handed over as its record (a line that is no record any more is refused, naming it)."""
-        from jevkedro.nodes.fast_validate import RECORD_DECODER
+        from jevkedro.nodes.fast_validate import RECORD_DECODER, Record
+
+        no_record = Record()  # stands in for a line read exactly (checked by _parse_indexed)
 
         for chunk, lines in self._line_batches():
             typed = decode_each(RECORD_DECODER, lines)
+            rids = [rid for rid, _ in chunk]
             raws: list[Any] = lines
             odd = [k for k, rec in enumerate(typed) if rec is None]
             if odd:
                 raws = list(lines)
                 for k in odd:
-                    raws[k] = self._parse_indexed(chunk[k][1], lines[k])
-            yield list(zip([rid for rid, _ in chunk], typed, raws))
+                    raws[k] = self._parse_indexed(rids[k], chunk[k][1], lines[k])
+            # a line that decodes typed must still be the record the index holds for it (same
+            # length, another request's record or a JSON object that is no record: changed)
+            filled = [no_record if rec is None else rec for rec in typed] if odd else typed
+            same = (np.fromiter(map(eq, map(_get_request_id, filled), rids), dtype=bool, count=len(rids))
+                    & np.fromiter(map(eq, map(_get_status, filled), map(_entry_status, map(_second, chunk))),
+                                  dtype=bool, count=len(rids)))
+            for k in np.flatnonzero(~same).tolist():
+                if typed[k] is not None:
+                    raise self._changed(chunk[k][1])
+            yield list(zip(rids, typed, raws))
 
 
 class _LogItems(ItemsView):
