@@ -328,10 +328,8 @@ def test_a_log_cut_short_after_it_was_opened_is_refused_when_scored_or_read(tmp_
         list(log.records.items())
 
 
-def test_a_line_damaged_after_the_log_was_opened_is_refused_by_the_scorer_naming_it(tmp_path):
-    """The same length, no longer JSON: the scorer's reader (which reads such a line exactly) names
-    the file and line, as the other readers do, instead of a bare parse error from validation."""
-    from jevkedro.nodes.validate import build_question_table
+def _five_rows_and_their_opened_log(tmp_path):
+    """Five noul requests and a log answering each, opened (indexed) as a run opens it."""
     from jevkedro.protocol import SnapshotRow, Target
 
     rows = [SnapshotRow(f"r{i}", {"state": "s", "questions": {"q": {"type": "noul"}}}, {"q": ["true", "false"]},
@@ -340,10 +338,18 @@ def test_a_line_damaged_after_the_log_was_opened_is_refused_by_the_scorer_naming
     for i in range(5):
         plog.append({"request_id": f"r{i}", "status": "ok", "response": {"answers": {"q": {"noul": 0.25}}}})
     plog.close()
-    log = PredictionLog(plog.path)
-    data = plog.path.read_bytes()
+    return rows, PredictionLog(plog.path)
+
+
+def test_a_line_damaged_after_the_log_was_opened_is_refused_by_the_scorer_naming_it(tmp_path):
+    """The same length, no longer JSON: the scorer's reader (which reads such a line exactly) names
+    the file and line, as the other readers do, instead of a bare parse error from validation."""
+    from jevkedro.nodes.validate import build_question_table
+
+    rows, log = _five_rows_and_their_opened_log(tmp_path)
+    data = log.path.read_bytes()
     at = data.index(b"0.25", data.index(b'"r2"'))
-    plog.path.write_bytes(data[:at] + b"0.#5" + data[at + 4:])
+    log.path.write_bytes(data[:at] + b"0.#5" + data[at + 4:])
     with pytest.raises(PredictionLogError, match=r"p\.jsonl:3: .*changed since the log was opened"):
         build_question_table(rows, log.records)
 
@@ -354,16 +360,9 @@ def test_a_line_replaced_by_valid_json_of_the_same_length_is_refused_by_every_re
     without a status, another request's record (two lines swapped), or the same request with
     another status. Scoring (typed batches), items() and one record's reading all refuse it."""
     from jevkedro.nodes.validate import build_question_table
-    from jevkedro.protocol import SnapshotRow, Target
 
-    rows = [SnapshotRow(f"r{i}", {"state": "s", "questions": {"q": {"type": "noul"}}}, {"q": ["true", "false"]},
-                        {"q": Target(label=0)}, {}, {}) for i in range(5)]
-    plog = PredictionLog(tmp_path / "p.jsonl")
-    for i in range(5):
-        plog.append({"request_id": f"r{i}", "status": "ok", "response": {"answers": {"q": {"noul": 0.25}}}})
-    plog.close()
-    log = PredictionLog(plog.path)
-    lines = plog.path.read_bytes().split(b"\n")
+    rows, log = _five_rows_and_their_opened_log(tmp_path)
+    lines = log.path.read_bytes().split(b"\n")
     if change == "not a record":
         lines[2] = b'{"note":"' + b"x" * (len(lines[2]) - 11) + b'"}'
     elif change == "another request":
@@ -371,8 +370,8 @@ def test_a_line_replaced_by_valid_json_of_the_same_length_is_refused_by_every_re
     else:
         lines[2] = lines[2].replace(b'"status":"ok"', b'"status":"no"')
     changed = b"\n".join(lines)
-    assert len(changed) == plog.path.stat().st_size and changed != plog.path.read_bytes()
-    plog.path.write_bytes(changed)
+    assert len(changed) == log.path.stat().st_size and changed != log.path.read_bytes()
+    log.path.write_bytes(changed)
     for read in (lambda: build_question_table(rows, log.records), lambda: list(log.records.items()),
                  lambda: log.records["r2"]):
         with pytest.raises(PredictionLogError, match=r"p\.jsonl:[23]: .*changed since the log was opened"):
