@@ -18,8 +18,8 @@ repeated keys). Then, medians over ``--repeats``:
 - ``log write`` / ``log open+compact``: every record appended to the predictions log in a
   shuffled order (one line, one write each), then the log opened (every line checked, indexed)
   and compacted into snapshot order;
-- ``load cold`` / ``load warm``: ``load_snapshot`` + ``verify_snapshot_bytes`` without and with
-  the layout cache; ``sha256sum`` of the TSV in the same run (the ideal for the hashing part);
+- ``load``: ``load_snapshot`` + ``verify_snapshot_bytes`` (every line decoded, the layout built);
+  ``sha256sum`` of the TSV in the same run (the ideal for the hashing part);
 - ``log open``: ``PredictionLog(path)`` (every line checked, indexed), as the run's dataset loads it;
 - ``score node``: ``steps.score(snapshot, plog, model)`` on a loaded snapshot and an opened log
   (records decoded from the log's bytes): validation, generic metrics with every slice, the
@@ -69,7 +69,6 @@ import numpy as np
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes import steps
 from jevkedro.nodes.infer import PredictionLog
-from jevkedro.nodes.layout import cache_path
 from jevkedro.nodes.report import generic_metrics, interval_summary, resampling_units, selective_summary
 from jevkedro.nodes.snapshot import PreparedView, commit_dataset, load_snapshot, verify_snapshot_bytes
 from jevkedro.nodes.validate import (
@@ -330,9 +329,7 @@ def score(work: Path, repeats: int) -> dict:
     tsv = work / "snap" / f"{VIEW}.tsv"
     res: dict = {}
     stage("sha256sum", lambda: subprocess.run(["sha256sum", str(tsv)], check=True, capture_output=True), repeats, res)
-    stage("load cold", lambda: verify_snapshot_bytes(load_snapshot(work / "snap", VIEW)), repeats, res,
-          before=lambda: cache_path(tsv).unlink(missing_ok=True))
-    snapshot = stage("load warm", lambda: verify_snapshot_bytes(load_snapshot(work / "snap", VIEW)), repeats, res)
+    snapshot = stage("load", lambda: verify_snapshot_bytes(load_snapshot(work / "snap", VIEW)), repeats, res)
     model = {"name": "bench", "adapter": "replay"}
     stage("log open", lambda: PredictionLog(log_path), repeats, res)
     plog = PredictionLog(log_path)  # opened (every line checked, indexed) once, as the run's dataset does
@@ -470,7 +467,7 @@ def main() -> None:
         print(f"  reading the log: json.loads per line {read_s:.3f} s, PredictionLog open {open_s:.3f} s "
               f"({read_s / open_s:.1f}x); (read + baseline) / (open + score node) "
               f"{(read_s + statistics.median(side['baseline_s'])) / (open_s + statistics.median(side['node_s'])):.2f}x")
-        print(f"  load warm / sha256sum: {res['load warm']['median_s'] / res['sha256sum']['median_s']:.2f}x")
+        print(f"  load / sha256sum: {res['load']['median_s'] / res['sha256sum']['median_s']:.2f}x")
 
 
 if __name__ == "__main__":

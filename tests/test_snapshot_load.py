@@ -1,15 +1,14 @@
-"""Loading a snapshot: rows decoded on first use, the layout cache and its trust rule, located faults."""
+"""Writing and loading a snapshot: the one TSV writer and its refusals, rows decoded on first use, the
+layout built from the rows, located faults, nothing written beside the snapshot."""
 
 import hashlib
 import json
-import logging
 
 import numpy as np
 import pytest
 
-from jevkedro.nodes import layout as L
 from jevkedro.nodes import metrics as M
-from jevkedro.nodes.layout import cache_path, question_layout
+from jevkedro.nodes.layout import question_layout
 from jevkedro.nodes.reference import reference_report
 from jevkedro.nodes.snapshot import (
     COLUMNS,
@@ -19,12 +18,10 @@ from jevkedro.nodes.snapshot import (
     each_row,
     load_snapshot,
     manifest_digest,
-    verify_snapshot_bytes,
+    render_tsv,
 )
 from jevkedro.nodes.validate import build_question_table
-from jevkedro.pipelines import zh_decision_bench as zh
-from jevkedro.protocol import SnapshotRow, Target
-from support import ZH_RAW
+from jevkedro.protocol import ProtocolError, SnapshotRow, Target, dumps
 
 
 def varied_rows():
@@ -87,49 +84,49 @@ def test_a_single_pass_decodes_rows_without_keeping_them(committed):
     assert list(each_row(rows)) == rows  # rows that are a plain list: as they are
 
 
-def test_the_layout_from_the_tsv_cells_equals_the_layout_from_the_rows(committed):
+def test_the_layout_of_a_loaded_snapshot_equals_the_layout_of_its_rows(committed):
     root, rows = committed
-    assert_same_layout(load_snapshot(root, "v").layout, question_layout(rows))  # built from cells, cached
-    assert_same_layout(load_snapshot(root, "v").layout, question_layout(rows))  # read from the cache
+    assert_same_layout(load_snapshot(root, "v").layout, question_layout(rows))
 
 
-def test_the_cache_is_used_only_for_the_tsv_hash_it_was_made_from(committed, monkeypatch, caplog):
+def test_loading_writes_nothing_beside_the_snapshot(committed):
     root, rows = committed
-    load_snapshot(root, "v")
-    cache = cache_path(root / "v.tsv")
-    assert cache.is_file()
-    monkeypatch.setattr(L, "layout_of_shapes", lambda shapes: pytest.fail("rebuilt although cached"))
-    assert load_snapshot(root, "v").layout.request_ids == [r.request_id for r in rows]
-    monkeypatch.undo()
-    # a new snapshot (other rows, other hash): the old cache is not used, a new one replaces it
-    commit_dataset(PreparedView("v", "synthetic", "synthetic", rows[:5], [], {}), root)
-    assert load_snapshot(root, "v").layout.request_ids == [r.request_id for r in rows[:5]]
-    # a damaged cache is ignored (and said so), the layout rebuilt from the TSV
-    data = bytearray(cache.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    cache.write_bytes(bytes(data))
-    caplog.set_level(logging.WARNING)
-    assert load_snapshot(root, "v").layout.request_ids == [r.request_id for r in rows[:5]]
-    assert "layout cache ignored" in caplog.text
-    # and the TSV itself still has to match its manifest, cache or not
-    tsv = root / "v.tsv"
-    tsv.write_bytes(tsv.read_bytes().replace(b"r000", b"r999", 1))
-    with pytest.raises(SnapshotError, match="does not match its manifest"):
-        load_snapshot(root, "v")
+    before = {p.name: p.read_bytes() for p in root.iterdir()}
+    assert sorted(before) == ["v.manifest.json", "v.tsv"]
+    load_snapshot(root, "v").rows[0]
+    assert {p.name: p.read_bytes() for p in root.iterdir()} == before
 
 
-def test_a_verified_snapshot_is_scored_the_same_with_or_without_the_cache(tmp_path):
-    zh.prepare(root=tmp_path, source=ZH_RAW)
-    snap = verify_snapshot_bytes(load_snapshot(tmp_path, "zh_decision_bench"))
-    cached = load_snapshot(tmp_path, "zh_decision_bench")
-    def uniform(row, q):
-        return {"probabilities": {c: 1 / len(row.candidates[q]) for c in row.candidates[q]}}
+def test_each_cell_is_the_standard_librarys_compact_json(committed):
+    root, rows = committed
+    lines = (root / "v.tsv").read_bytes().decode("utf-8").split("\n")
+    assert lines[0] == "\t".join(COLUMNS) and lines[-1] == ""
+    for row, line in zip(rows, lines[1:]):
+        cells = [row.request, row.candidates, {q: t.to_json() for q, t in row.targets.items()}, row.slices, row.source]
+        assert line == "\t".join([row.request_id] + [json.dumps(c, ensure_ascii=False, separators=(",", ":")) for c in cells])
+    assert dumps({"x": 1e-05, "y": "é\u2028"}) == '{"x":1e-05,"y":"é\u2028"}'
 
-    preds = {r.request_id: {"status": "ok", "response": {"answers": {q: uniform(r, q) for q in r.request["questions"]}}}
-             for r in snap.rows}
-    a, b = build_question_table(snap, preds), build_question_table(cached, preds)
-    assert a.status.tolist() == b.status.tolist() and np.array_equal(a.P, b.P)
-    assert zh.evaluate(snap, a, preds) == zh.evaluate(cached, b, preds)
+
+def plain_row(i, slices=None):
+    return SnapshotRow(f"r{i}", {"state": "s", "questions": {"q": {"type": "noul", "instructions": "?"}}},
+                       {"q": ["true", "false"]}, {"q": Target(label=i % 2)}, slices if slices is not None else {"i": i})
+
+
+@pytest.mark.parametrize("bad, error, message", [
+    (lambda i: plain_row(i, {"x": float("nan")}), ValueError, "Out of range float values are not JSON compliant"),
+    (lambda i: plain_row(i, {"x": {1, 2}}), TypeError, "Object of type set is not JSON serializable"),
+    (lambda i: plain_row(i - 1), SnapshotError, "duplicate request_id 'r9'"),
+    (lambda i: SnapshotRow(f"r{i}\t", plain_row(i).request, plain_row(i).candidates, plain_row(i).targets), SnapshotError,
+     "contains a tab or newline"),
+    (lambda i: SnapshotRow(f"r{i}", {"questions": {}}, {}, {}), ProtocolError, "needs a state and at least one question"),
+])
+def test_the_writer_refuses_a_bad_row_with_the_first_failing_rows_error(tmp_path, bad, error, message):
+    rows = [plain_row(i) for i in range(10)] + [bad(10), plain_row(11, {"x": float("inf")})]
+    with pytest.raises(error, match=message):
+        render_tsv(rows)
+    with pytest.raises(error, match=message):
+        commit_dataset(PreparedView("v", "synthetic", "synthetic", rows, [], {}), tmp_path)
+    assert list(tmp_path.iterdir()) == []  # nothing written, no temp file left
 
 
 @pytest.mark.parametrize("text", ['{"view": "v", "snapshot": {"sha256": "ab', "", '["not", "a manifest"]'])
@@ -160,6 +157,20 @@ def test_a_malformed_cell_names_line_column_and_position(committed):
     fault = len('{"n":{"label":0,}')  # the brace after the comma: the field's 17th character
     assert "v.tsv:4: column targets (TSV field 4) is not valid JSON: Expecting property name enclosed in double quotes " \
            f"at character {fault} of the field" in str(err.value)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    (b'"c":{"label":0', b'"c":{"label":7', r"v.tsv:3: r001/c: label index 7 outside 2 candidates"),
+    (b'"c":{"label":0', b'"c":{"label":"0"', r"v.tsv:3: column targets: label must be an integer, got .0."),
+    (b'{"n":{"probabilities":[0.3,0.7]}', b'{"n":{"probabilities":[0.3]}', r"v.tsv:2: r000/n: target distribution length"),
+    (b'"n":["true","false"],', b'', r"v.tsv:2: r000/n: no candidates or target"),
+    (b'"n":{"type":"noul","instructions":"?"}', b'"n":{"instructions":"?"}', r"v.tsv:2: question 'n' is not an object with a type"),
+])
+def test_a_row_that_breaks_the_protocol_is_refused_naming_the_line(committed, old, new, message):
+    root, _ = committed
+    rewrite(root, old, new)
+    with pytest.raises(SnapshotError, match=message):
+        load_snapshot(root, "v")
 
 
 def test_a_cell_of_the_wrong_shape_names_line_and_column(committed):
@@ -195,33 +206,3 @@ def test_upstream_jsonl_faults_name_file_line_and_position(tmp_path, content, me
     path.write_bytes(content)
     with pytest.raises(SourceFormatError, match=message):
         list(read_jsonl(path))
-
-
-@pytest.mark.parametrize("batch", [1, 7, 4096])
-def test_one_column_of_every_row_is_its_cells_decoded_one_by_one(committed, batch):
-    """``cells``: batches decoded as one array give what decoding each cell alone gives, for every
-    column and for a decoder of part of a cell; a batch not giving one value per cell (a cell
-    holding two values, which a one-array decode would split) falls back to the cells one by one
-    and names the bad one."""
-    import msgspec
-
-    root, rows = committed
-    snap = load_snapshot(root, "v")
-    whole = msgspec.json.Decoder()
-    for column in ("request", "candidates", "targets", "slices", "source"):  # the JSON columns
-        at = COLUMNS.index(column)
-        one_by_one = [whole.decode(snap.rows.line(i).split(b"\t")[at]) for i in range(len(rows))]
-        assert snap.rows.cells(column, whole, batch) == one_by_one, column
-    class Label(msgspec.Struct):
-        label: int = -1
-    labels = snap.rows.cells("targets", msgspec.json.Decoder(dict[str, Label]), batch)
-    assert [{q: t.label for q, t in cell.items()} for cell in labels] == \
-        [{q: (t.label if t.label is not None else -1) for q, t in r.targets.items()} for r in rows]
-    raw = snap.rows._raw
-    bad = raw.replace(b'\t{"line":3}', b'\t{"line":3},{"line":3}', 1)  # a source cell holding two values
-    assert bad != raw
-    snap.rows._raw = bad
-    snap.rows._ends = [e + (len(bad) - len(raw)) * (i >= 3) for i, e in enumerate(snap.rows._ends)]
-    snap.rows._starts = [s + (len(bad) - len(raw)) * (i > 3) for i, s in enumerate(snap.rows._starts)]
-    with pytest.raises(SnapshotError, match=r"v\.tsv:5: column source"):
-        snap.rows.cells("source", whole, batch)

@@ -39,6 +39,8 @@ from pydantic import (
     model_validator,
 )
 
+from jevkedro.protocol import DataKind
+
 # -- base ------------------------------------------------------------------------------------------
 
 
@@ -329,16 +331,13 @@ class ModelSettings(BaseModel):
 
 # -- family preparation ----------------------------------------------------------------------------
 
-DATA_KINDS = ("official", "sample", "synthetic")
-
-
 class PrepareOptions(Settings):
     """``<view>.prepare``: where the view's upstream release is and what kind of data it holds.
 
     Families with more options subclass this (e.g. VisualDecisionBench's ``verify_media``)."""
 
     source: str = Field(description="the release folder (e.g. data/01_raw/<family>/sample)")
-    data: Literal["official", "sample", "synthetic"] = Field(
+    data: DataKind = Field(
         "official", description="official = the upstream release; sample/synthetic = data written by jevkedro")
 
 

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from jevkedro.config import PrepareOptions, parse_prepare_options
-from jevkedro.nodes.snapshot import DATA_KINDS, SnapshotError, SourceFile, SourceFormatError, atomic_write_json, commit_dataset
-from jevkedro.protocol import candidates_for
+from jevkedro.nodes.snapshot import SnapshotError, SourceFile, SourceFormatError, atomic_write_json, commit_dataset
+from jevkedro.protocol import DATA_KINDS, OWN_DATA_KINDS, candidates_for
 
 DEFAULT_SNAPSHOT_ROOT = Path("data/02_snapshots")
 DEFAULT_RAW_ROOT = Path("data/01_raw")
@@ -168,9 +168,6 @@ def wire_question(where: str, qid: str, question: Any,
         return wire, candidates_for(wire, noul_order)
     except ValueError as exc:
         raise SourceFormatError(f"{where}: question {qid!r}: {exc}") from None
-
-
-OWN_DATA_KINDS = ("sample", "synthetic")  # data written by us; "official" is the upstream release
 
 
 def write_data_kind_marker(folder: str | Path, family: str, kind: str, note: str) -> Path:

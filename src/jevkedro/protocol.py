@@ -14,10 +14,13 @@ Question types and their candidate keys, in order:
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 QUESTION_TYPES = ("noul", "choice", "score")
+REQUEST_FIELDS = frozenset({"state", "questions", "media"})  # everything a request may hold
+QUESTION_FIELDS = frozenset({"type", "instructions", "criteria"})  # everything a wire question may hold
 NOUL_ORDER_TRUE_FIRST = ("true", "false")
 NOUL_ORDER_FALSE_FIRST = ("false", "true")
 
@@ -51,6 +54,20 @@ def offers_abstain_option(request: dict[str, Any]) -> bool:
         if q.get("type") == "score" and isinstance(criteria, list) and criteria and criteria[-1] in texts:
             return True
     return False
+
+
+# What a snapshot's data is: the upstream release, or data written by us (never benchmark data).
+DataKind = Literal["official", "sample", "synthetic"]
+DATA_KINDS: tuple[str, ...] = get_args(DataKind)
+OWN_DATA_KINDS = ("sample", "synthetic")
+
+
+def level_names_of(question: Mapping[str, Any]) -> list[str] | None:
+    """The level names a score answer may be keyed by (every level a string), else None."""
+    levels = question.get("criteria") if question.get("type") == "score" else None
+    if not levels or not isinstance(levels, list) or not all(isinstance(c, str) for c in levels):
+        return None
+    return list(levels)
 
 
 class ProtocolError(ValueError):
@@ -125,14 +142,13 @@ class SnapshotRow:
         questions = self.request.get("questions")
         if "state" not in self.request or not isinstance(questions, dict) or not questions:
             raise ProtocolError(f"{self.request_id}: a request needs a state and at least one question")
-        extra = set(self.request) - {"state", "questions", "media"}
+        extra = set(self.request) - REQUEST_FIELDS
         if extra:
             raise ProtocolError(f"{self.request_id}: request has fields beyond state/questions/media: {sorted(extra)}")
         for qid, q in questions.items():
-            leaked = FORBIDDEN_REQUEST_KEYS & set(q)
-            if leaked:
-                raise ProtocolError(f"{self.request_id}/{qid}: question carries {sorted(leaked)}")
-            if set(q) - {"type", "instructions", "criteria"}:
+            if not FORBIDDEN_REQUEST_KEYS.isdisjoint(q):
+                raise ProtocolError(f"{self.request_id}/{qid}: question carries {sorted(FORBIDDEN_REQUEST_KEYS & set(q))}")
+            if not QUESTION_FIELDS.issuperset(q):
                 raise ProtocolError(f"{self.request_id}/{qid}: question fields beyond type/instructions/criteria")
             if qid not in self.candidates or qid not in self.targets:
                 raise ProtocolError(f"{self.request_id}/{qid}: no candidates or target")
@@ -144,6 +160,10 @@ class SnapshotRow:
                 raise ProtocolError(f"{self.request_id}/{qid}: target distribution length != {k}")
 
 
+_CELL_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def dumps(obj: Any) -> str:
-    """Compact, deterministic JSON for TSV cells (no raw tabs or newlines, non-ASCII kept)."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    """Compact, deterministic JSON for TSV cells (no raw tabs or newlines, non-ASCII kept):
+    ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)``."""
+    return _CELL_ENCODER.encode(obj)

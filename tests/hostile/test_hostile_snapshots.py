@@ -16,8 +16,8 @@ import pytest
 
 from jevkedro.family import prepare_view
 from jevkedro.nodes import steps
+from jevkedro.nodes.infer import PredictionLog
 from jevkedro.nodes.snapshot import SnapshotError, commit_dataset, load_snapshot, manifest_digest
-from jevkedro.nodes.validate import build_question_table
 from support import ROOT, ZH_RAW, copy_project, run_kedro
 
 TYPED = ROOT / "data" / "01_raw" / "typed_decisions" / "sample"
@@ -63,7 +63,6 @@ def forge_labels(root, view="typed_decisions"):
     assert LABEL_0 in data
     data = data.replace(LABEL_0, LABEL_1)
     tsv.write_bytes(data)
-    (root / f"{view}.layout.npz").unlink(missing_ok=True)
     manifest = manifest_of(root, view)
     manifest["snapshot"] = {**manifest["snapshot"], "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
     return manifest
@@ -191,14 +190,79 @@ def test_a_missing_snapshot_names_the_folder_and_the_node(snaps):
         load_snapshot(snaps, "typed_decisions")
 
 
-def test_a_damaged_layout_cache_is_rebuilt_and_scoring_is_unchanged(snaps):
-    snapshot = verify(snaps)
-    cache = snaps / "typed_decisions.layout.npz"
-    assert cache.is_file()
-    before = build_question_table(snapshot, {}).label.tolist()
-    cache.write_bytes(cache.read_bytes()[:200])
-    again = verify(snaps)
-    assert build_question_table(again, {}).label.tolist() == before
+# -- only the pinned TSV decides labels: nothing beside it is read (issue 23 #1) ----------------------
+
+def first_candidate_answers(root, path):
+    """A replay file answering every zh question with 0.7 on its first candidate."""
+    with open(path, "w", encoding="utf-8") as fh:
+        for row in load_snapshot(root, "zh_decision_bench").rows:
+            answers = {}
+            for q in row.request["questions"]:
+                cands = row.candidates[q]
+                answers[q] = {"probabilities": {c: (0.7 if i == 0 else 0.3 / (len(cands) - 1)) for i, c in enumerate(cands)}}
+            fh.write(json.dumps({"request_id": row.request_id, "response": {"answers": answers}}) + "\n")
+    return path
+
+
+def replayed(root, answers, out):
+    """Verify, infer (replay) and score the zh view through the pipeline's own node functions."""
+    snapshot = verify(root, "zh_decision_bench")
+    model = {"adapter": "replay", "path": str(answers), "name": "first-candidate"}
+    plog = steps.infer(snapshot, PredictionLog(out / "predictions.jsonl"), model)
+    report, official, questions = steps.score(snapshot, PredictionLog(plog.path), model)
+    return report["metrics"], report["coverage"], official, questions
+
+
+def forged_layout(root):
+    """``<view>.layout.npz`` in the format the old loader cached and trusted (bound to the real TSV's
+    hash), with every label set to the first candidate and its internal checksum recomputed."""
+    import msgspec
+    import numpy as np
+
+    layout = load_snapshot(root, "zh_decision_bench").layout
+    names = sorted(layout.slice_columns)
+    strings = msgspec.msgpack.encode({
+        "request_ids": layout.request_ids, "question_ids": layout.question_ids, "qtypes": layout.qtypes,
+        "cand_flat": layout.cand_flat.tolist(), "level_names": {str(k): v for k, v in layout.level_names.items()},
+        "slices": [[k, layout.slice_columns[k].values] for k in names]})
+    n = len(layout)
+    arrays = {"q_start": layout.q_start, "K": layout.K, "cand_start": layout.cand_start,
+              "has_target": np.ones(n, dtype=bool), "label": np.zeros(n, dtype=np.int64),
+              "unscored": np.zeros(n, dtype=bool), "strings": np.frombuffer(strings, dtype=np.uint8),
+              "y_hot": np.zeros(n, dtype=np.int64), "y_rows": np.zeros(0, dtype=np.int64),
+              "y_values": np.zeros((0, layout.kmax)), "kmax": np.array([layout.kmax]),
+              **{f"slice_{j}": layout.slice_columns[k].codes for j, k in enumerate(names)}}
+    digest = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        digest.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
+        digest.update(a.tobytes())
+    tsv_sha = manifest_of(root, "zh_decision_bench")["snapshot"]["sha256"]
+    meta = msgspec.json.encode({"format": 1, "tsv_sha256": tsv_sha, "checksum": digest.hexdigest()})
+    np.savez(root / "zh_decision_bench.layout.npz", meta=np.frombuffer(meta, dtype=np.uint8), **arrays)
+
+
+STRAY = {
+    "a forged layout cache": forged_layout,
+    "a damaged layout cache": lambda root: (root / "zh_decision_bench.layout.npz").write_bytes(b"PK\x03\x04" + b"\0" * 200),
+    "other files beside the snapshot": lambda root: [
+        (root / name).write_text(text) for name, text in (
+            ("zh_decision_bench.tsv.orig", "request_id\tforged\n"), ("zh_decision_bench.labels.json", '{"label": 0}'),
+            ("zh_decision_bench.layout.npz.tmp", "x"))],
+}
+
+
+@pytest.mark.parametrize("stray", sorted(STRAY))
+def test_files_beside_the_snapshot_change_nothing_in_the_scored_result(snaps, tmp_path, stray):
+    answers = first_candidate_answers(snaps, tmp_path / "answers.jsonl")
+    clean = snaps.parent / "clean"
+    shutil.copytree(snaps, clean)
+    want = replayed(clean, answers, tmp_path / "clean_out")
+    assert 0 < want[0]["overall"]["accuracy"] < 0.5  # the first candidate is right only sometimes
+    STRAY[stray](snaps)
+    before = {p.name: p.read_bytes() for p in snaps.iterdir()}
+    assert replayed(snaps, answers, tmp_path / "out") == want
+    assert {p.name: p.read_bytes() for p in snaps.iterdir()} == before  # and the run wrote nothing there
 
 
 # -- through Kedro: the node reads the kind from the run's settings ---------------------------------

@@ -20,12 +20,10 @@ reads all of them with one set of rules:
   (columns count characters; a byte that is not UTF-8 is named by its byte column), so callers
   can name file, line and column.
 
-Speed: a document goes through msgspec's C decoder when that is provably equivalent; the exact
-path (the standard library with hooks) is taken when the fast one cannot rule out a repeated key
-or an oversized number. Repeated keys are ruled out by counting colons: with no escaped colon or
-backslash in the text, every ``:`` byte is either a member separator or a character of a string,
-so the text has as many colons as the decoded value re-encoded exactly when no member was lost to
-a repeated key.
+msgspec reads a document first; its value is taken only when it provably says what the text
+says (:func:`_msgspec_value`: no digit run long enough to be out of range, and as many colons
+in the value written again as in the text, which a repeated key would lower). Anything else is
+read by the standard library with hooks (:func:`read_exact`), which decides.
 """
 
 from __future__ import annotations
@@ -37,16 +35,9 @@ from typing import Any
 
 import msgspec
 
-# A run this long may be an integer (or a mantissa) beyond the double range: take the exact path.
-LONG_DIGITS = 300  # a run of this many digits is read by the exact path (msgspec cannot be trusted with it)
+LONG_DIGITS = 300  # a digit run this long may be out of range: only the exact reader judges it
 _DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
-
-
-def _has_long_digits(raw: bytes) -> bool:
-    """Whether ``raw`` holds a run of :data:`LONG_DIGITS` digits (a translation and a substring
-    search: many times faster than a regular expression over megabytes)."""
-    return len(raw) >= LONG_DIGITS and raw.translate(_DIGITS_AS_ZERO).find(b"0" * LONG_DIGITS) >= 0
-_ESCAPED_COLONS = (b"\\u003a", b"\\u003A")
+_LONG_RUN = b"0" * LONG_DIGITS
 _DECODER = msgspec.json.Decoder()
 _ENCODER = msgspec.json.Encoder()
 _FAST_ERRORS = (msgspec.DecodeError, RecursionError, ValueError, OverflowError)
@@ -111,48 +102,32 @@ def _decode_text(data: bytes) -> str:
         raise JSONTextError(f"not UTF-8 (byte 0x{data[exc.start]:02x})", line, column, byte_column=True) from None
 
 
-def countable(raw: bytes) -> bool:
-    """Whether the colon count of :func:`same_keys_as_text` can decide for ``raw``: not with an
-    escaped backslash beside ``\\u`` escapes (``\\u003a`` counting is ambiguous), nor with digit runs
-    too long for msgspec to read exactly."""
-    return not (b"\\\\" in raw and b"\\u" in raw) and not _has_long_digits(raw)
+def _msgspec_value(raw: bytes) -> tuple[bool, Any]:
+    """``(True, value)`` when msgspec's reading of ``raw`` is provably what :func:`read_exact`
+    gives (nothing repeated, nothing out of range), else ``(False, None)``.
 
-
-def _colons_kept(raw: bytes, value: Any) -> bool:
-    expected = raw.count(b":")
-    if b"\\u" in raw:
-        expected += sum(raw.count(e) for e in _ESCAPED_COLONS)
-    return _ENCODER.encode(value).count(b":") == expected
-
-
-def same_keys_as_text(raw: bytes, value: Any) -> bool:
-    """Whether ``value`` (msgspec's reading of ``raw``, one document or a list of the documents of
-    newline-separated ``raw``) kept every key of the text: written again, it has as many colons as
-    the text (a repeated key, which msgspec reads as its last value, loses one). False where that
-    count cannot decide (:func:`countable`)."""
-    return countable(raw) and _colons_kept(raw, value)
-
-
-NOT_FAST = object()
-
-
-def fast_value(raw: bytes, known_countable: bool = False) -> Any:
-    """``parse_json(raw).value`` when msgspec's reading is provably it (nothing repeated, nothing out
-    of range: ``exact``), else :data:`NOT_FAST` (then :func:`read_exact` reads it).
-    ``known_countable``: :func:`countable` already held for a text ``raw`` is part of (it holds
-    for every part of a text it holds for)."""
-    if not known_countable and not countable(raw):  # not even decoded
-        return NOT_FAST
+    msgspec keeps the last of a repeated key silently, so the text's colons are counted: with no
+    escaped backslash beside a ``\\u`` escape, every ``:`` byte (or ``\\u003a`` escape) is a member
+    separator or a character of a string, so the value written again has as many colons exactly
+    when no member was lost. A run of :data:`LONG_DIGITS` digits may hide a number no double holds.
+    """
+    escapes = b"\\u" in raw
+    if escapes and b"\\\\" in raw:  # an escaped backslash makes the \\u003a count ambiguous
+        return False, None
+    if len(raw) >= LONG_DIGITS and _LONG_RUN in raw.translate(_DIGITS_AS_ZERO):
+        return False, None
     try:
         value = _DECODER.decode(raw)
-        exact = _colons_kept(raw, value)
+        colons = raw.count(b":")
+        if escapes:
+            colons += raw.count(b"\\u003a") + raw.count(b"\\u003A")
+        return _ENCODER.encode(value).count(b":") == colons, value
     except _FAST_ERRORS:
-        return NOT_FAST
-    return value if exact else NOT_FAST
+        return False, None
 
 
 def read_exact(raw: bytes) -> ParsedJSON:
-    """:func:`parse_json` without trying msgspec first (for text :func:`fast_value` declined)."""
+    """:func:`parse_json` by the standard library alone (the reader that decides every case)."""
     return _exact(_decode_text(raw))
 
 
@@ -169,10 +144,10 @@ def parse_json(data: bytes | bytearray | memoryview | str) -> ParsedJSON:
         except UnicodeEncodeError:  # lone surrogates: only the exact path can read them
             raw = None
     else:
-        raw = bytes(data)
+        raw = data if type(data) is bytes else bytes(data)
     if raw is not None:
-        value = fast_value(raw)
-        if value is not NOT_FAST:
+        taken, value = _msgspec_value(raw)
+        if taken:
             return ParsedJSON(value)
     text = data if isinstance(data, str) else _decode_text(raw or b"")
     return _exact(text)
@@ -249,3 +224,17 @@ def dumps_utf8(value: Any, **dumps_options: Any) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         return json.dumps(value, ensure_ascii=True, **dumps_options).encode("ascii")
+
+
+# Transitional, deleted once models/replay.py (the engine's) stops importing them: not a reader.
+NOT_FAST = object()
+
+
+def countable(raw: bytes) -> bool:
+    return not (b"\\\\" in raw and b"\\u" in raw) and not (
+        len(raw) >= LONG_DIGITS and raw.translate(_DIGITS_AS_ZERO).find(b"0" * LONG_DIGITS) >= 0)
+
+
+def fast_value(raw: bytes, known_countable: bool = False) -> Any:
+    taken, value = _msgspec_value(raw)
+    return value if taken else NOT_FAST

@@ -1,17 +1,12 @@
-"""The static per-question layout of a snapshot: computed once per snapshot, cached beside it.
+"""The static per-question layout of a snapshot, built from its rows.
 
 Everything scoring needs from a snapshot that does not depend on the answers: which questions
 exist and in which order (snapshot order, then each request's question order), their type,
 candidate keys and count ``K``, score level names, target distributions ``Y`` and labels, the
 unscored flags, the slice columns and the level order of score questions whose candidates are not
-laid out ``"0".."K-1"``. Each score reuses it instead of walking every row again.
-
-**Cache.** :func:`save_layout` writes it as ``<view>.layout.npz`` beside the snapshot TSV when
-the snapshot is committed (and when a snapshot is loaded without one); :func:`load_layout` uses it
-only when the TSV sha256 recorded in it equals the hash of the TSV just read (which the loader
-has checked against the manifest), and only when its own content checksum holds — otherwise it
-is ignored and rebuilt from the TSV. It holds plain arrays and a msgpack blob of strings
-(``allow_pickle=False``: loading it runs no code). Deleting it is always safe.
+laid out ``"0".."K-1"``. Each score reuses it instead of walking every row again. It is only ever
+built from rows in memory (a loaded snapshot's rows come from its verified TSV), never read from
+a file: only the pinned TSV decides labels.
 
 Slice columns are kept as integer codes into their sorted distinct values (:class:`SliceColumn`):
 grouping by a slice is then a ``bincount`` over codes, not a sort of a million strings. The
@@ -20,27 +15,16 @@ arrays are read-only: every question table of the snapshot shares them.
 
 from __future__ import annotations
 
-import hashlib
-import io
-import logging
-import os
-import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import chain
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-import msgspec
 import numpy as np
 
-from jevkedro.nodes.validate import level_names_of
-from jevkedro.protocol import SnapshotRow
+from jevkedro.protocol import QUESTION_TYPES, SnapshotRow, level_names_of
 
-log = logging.getLogger(__name__)
-
-QTYPE_CODES = {"noul": 0, "choice": 1, "score": 2}
-CACHE_FORMAT = 1
+QTYPE_CODES = {t: i for i, t in enumerate(QUESTION_TYPES)}  # noul 0, choice 1, score 2
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -140,38 +124,8 @@ class QuestionLayout:
         return self._slice_objects
 
 
-class RequestShape(NamedTuple):
-    """What the layout needs of one request: its id, its question ids in order with their types,
-    score level names (:func:`~jevkedro.nodes.validate.level_names_of`), candidate keys and
-    targets (anything with ``label``, ``probabilities``, ``unscored``), and its slices."""
-
-    request_id: str
-    question_ids: tuple[str, ...]
-    qtypes: list[str]
-    level_names: list[list[str] | None]
-    candidates: list[list[str]]
-    targets: list[Any]
-    slices: dict[str, Any]
-
-
-def shape_of(row: SnapshotRow) -> RequestShape:
-    questions = row.request["questions"]
-    ids = tuple(questions)
-    qs = list(questions.values())
-    qtypes = [q["type"] for q in qs]
-    return RequestShape(row.request_id, ids, qtypes,
-                        [level_names_of(q) if t == "score" else None for q, t in zip(qs, qtypes)],
-                        list(map(row.candidates.__getitem__, ids)), list(map(row.targets.__getitem__, ids)), row.slices)
-
-
 def question_layout(rows: Iterable[SnapshotRow]) -> QuestionLayout:
-    """Lay every question of ``rows`` out as arrays (see :class:`QuestionLayout`)."""
-    return layout_of_shapes(map(shape_of, rows))
-
-
-def layout_of_shapes(shapes: Iterable[RequestShape]) -> QuestionLayout:
-    """The layout of requests given as :class:`RequestShape` (from rows, or straight from a TSV's
-    cells without making the rows).
+    """Lay every question of ``rows`` out as arrays (see :class:`QuestionLayout`); one pass.
 
     A question's slices are ``{"type": <type>, "question": <id>, **request slices, **its own
     question slices}`` (later ones win); request-level slices are gathered once per request.
@@ -185,19 +139,21 @@ def layout_of_shapes(shapes: Iterable[RequestShape]) -> QuestionLayout:
     targets: list[Any] = []
     req_slices: list[dict[str, Any]] = []
     q_overrides: list[tuple[int, dict[str, Any]]] = []  # (question, its own slices)
-    for shape in shapes:  # per request; per-question fields are gathered below in bulk
-        ids = shape.question_ids
-        request_ids.append(shape.request_id)
+    for row in rows:  # per request; per-question fields are gathered below in bulk
+        questions = row.request["questions"]
+        ids = tuple(questions)
+        request_ids.append(row.request_id)
         q_counts.append(len(ids))
-        own = shape.slices.get("questions")
+        own = row.slices.get("questions")
         if own:
             q_overrides.extend((len(qids) + j, own[q]) for j, q in enumerate(ids) if own.get(q))
         qids.extend(ids)
-        qtypes.extend(shape.qtypes)
-        names.extend(shape.level_names)
-        cands.extend(shape.candidates)
-        targets.extend(shape.targets)
-        req_slices.append(shape.slices)
+        for q in questions.values():
+            qtypes.append(q["type"])
+            names.append(level_names_of(q) if q["type"] == "score" else None)
+        cands.extend(map(row.candidates.__getitem__, ids))
+        targets.extend(map(row.targets.__getitem__, ids))
+        req_slices.append(row.slices)
     n = len(qids)
     raw_label = [t.label for t in targets]
     unscored = [bool(t.unscored) for t in targets]
@@ -310,103 +266,3 @@ def _slice_column(col: list[Any]) -> SliceColumn:
     code_of = {v: rank[t] for v, t in text_of.items()}
     codes = np.fromiter(map(code_of.__getitem__, col), dtype=np.int32, count=len(col))
     return SliceColumn(_frozen(codes), values)
-
-
-# -- the cache -------------------------------------------------------------------------------------
-
-_ARRAYS = ("q_start", "K", "cand_start", "has_target", "label", "unscored")
-
-
-def cache_path(tsv_path: str | Path) -> Path:
-    tsv_path = Path(tsv_path)
-    return tsv_path.with_name(tsv_path.stem + ".layout.npz")
-
-
-def _payload(layout: QuestionLayout) -> dict[str, np.ndarray]:
-    names = sorted(layout.slice_columns)
-    strings = msgspec.msgpack.encode({
-        "request_ids": layout.request_ids, "question_ids": layout.question_ids, "qtypes": layout.qtypes,
-        "cand_flat": layout.cand_flat.tolist(), "level_names": {str(k): v for k, v in layout.level_names.items()},
-        "slices": [[k, layout.slice_columns[k].values] for k in names],
-    })
-    arrays = {name: np.asarray(getattr(layout, name)) for name in _ARRAYS}
-    arrays["strings"] = np.frombuffer(strings, dtype=np.uint8)
-    # Y is mostly one-hot: kept as the hot column per row plus the rows that are not one-hot
-    Y = layout.Y
-    hot = np.argmax(Y, axis=1) if len(Y) else np.zeros(0, dtype=np.int64)
-    is_hot = (Y[np.arange(len(Y)), hot] == 1.0) & ((Y != 0).sum(axis=1) == 1) if len(Y) else np.zeros(0, bool)
-    arrays["y_hot"] = np.where(is_hot, hot, -1)
-    arrays["y_rows"] = np.flatnonzero(~is_hot & (Y != 0).any(axis=1))
-    arrays["y_values"] = Y[arrays["y_rows"]]
-    arrays["kmax"] = np.array([layout.kmax])
-    if layout.level_order is not None:
-        arrays["level_order"] = layout.level_order
-    for j, k in enumerate(names):
-        arrays[f"slice_{j}"] = layout.slice_columns[k].codes
-    return arrays
-
-
-def _checksum(arrays: dict[str, np.ndarray]) -> str:
-    h = hashlib.sha256()
-    for name in sorted(arrays):
-        a = np.ascontiguousarray(arrays[name])
-        h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
-
-
-def save_layout(layout: QuestionLayout, tsv_path: str | Path, tsv_sha256: str) -> Path | None:
-    """Write the layout cache of the TSV whose sha256 is ``tsv_sha256`` (atomically; a folder we
-    cannot write to just means no cache)."""
-    from jevkedro.nodes.snapshot import atomic_write_bytes
-
-    path = cache_path(tsv_path)
-    arrays = _payload(layout)
-    meta = {"format": CACHE_FORMAT, "tsv_sha256": tsv_sha256, "checksum": _checksum(arrays)}
-    buf = io.BytesIO()
-    np.savez(buf, meta=np.frombuffer(msgspec.json.encode(meta), dtype=np.uint8), **arrays)  # type: ignore[arg-type]  # numpy's stub reads **kwds as allow_pickle
-    try:
-        atomic_write_bytes(path, buf.getvalue())
-    except OSError as exc:
-        log.info("%s: layout cache not written (%s)", path, exc)
-        return None
-    return path
-
-
-def load_layout(tsv_path: str | Path, tsv_sha256: str) -> QuestionLayout | None:
-    """The cached layout of the TSV with hash ``tsv_sha256``, or None (no cache, another TSV's,
-    an older format, or damaged: it is then rebuilt)."""
-    path = cache_path(tsv_path)
-    if not os.path.isfile(path):
-        return None
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-        meta = msgspec.json.decode(arrays.pop("meta").tobytes())
-        if meta.get("format") != CACHE_FORMAT or meta.get("tsv_sha256") != tsv_sha256:
-            return None
-        if meta.get("checksum") != _checksum(arrays):
-            log.warning("%s: damaged layout cache ignored (rebuilt from the snapshot)", path)
-            return None
-        strings = msgspec.msgpack.decode(arrays["strings"].tobytes())
-        n, kmax = len(arrays["K"]), int(arrays["kmax"][0])
-        Y = np.zeros((n, kmax))
-        hot = arrays["y_hot"]
-        rows_hot = np.flatnonzero(hot >= 0)
-        Y[rows_hot, hot[rows_hot]] = 1.0
-        Y[arrays["y_rows"]] = arrays["y_values"]
-        slices = {k: SliceColumn(_frozen(arrays[f"slice_{j}"]), v) for j, (k, v) in enumerate(strings["slices"])}
-        return QuestionLayout(
-            request_ids=strings["request_ids"],
-            question_ids=strings["question_ids"],
-            qtypes=strings["qtypes"],
-            cand_flat=_frozen(np.array(strings["cand_flat"], dtype=object)),
-            level_names={int(k): v for k, v in strings["level_names"].items()},
-            Y=_frozen(Y),
-            level_order=_frozen(arrays["level_order"]) if "level_order" in arrays else None,
-            slice_columns=slices,
-            **{name: _frozen(arrays[name]) for name in _ARRAYS},
-        )
-    except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError, zipfile.BadZipFile, msgspec.DecodeError) as exc:
-        log.warning("%s: unreadable layout cache ignored (%s)", path, exc)
-        return None

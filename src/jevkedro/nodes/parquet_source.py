@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jevkedro.family import OWN_DATA_KINDS, write_data_kind_marker
+from jevkedro.family import write_data_kind_marker
 from jevkedro.nodes.snapshot import SourceFormatError, atomic_write_bytes
+from jevkedro.protocol import OWN_DATA_KINDS
 
 DATA_KIND_KEY = "jevkedro_data_kind"
 

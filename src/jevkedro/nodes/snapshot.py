@@ -3,7 +3,10 @@
 A snapshot of a view is ``<root>/<view>.tsv`` (one row per shared request) plus
 ``<root>/<view>.manifest.json`` (source pins with sha256, counts by type, TSV sha256, scoring
 protocol). Columns: ``request_id``, ``request`` (exactly what a model may see), ``candidates``,
-``targets``, ``slices``, ``source``. JSON cells never contain raw tabs or newlines.
+``targets``, ``slices``, ``source``. Each JSON cell is :func:`jevkedro.protocol.dumps` of its
+value (the standard library's compact JSON: never a raw tab or newline); a line is read back only
+by :class:`_RowReader`. Nothing else is written beside a snapshot: the scorer's layout is built
+from the verified rows each time, so only the pinned TSV decides labels.
 
 Every byte of a snapshot is deterministic for a given source and mapping, so the family's
 ``manifest.json`` can pin the TSV hash and a changed mapping or source is caught at preparation.
@@ -17,13 +20,13 @@ run's settings ask for — see :func:`jevkedro.family.check_snapshot_kind`.)
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
 import tempfile
-import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,16 +36,11 @@ import msgspec
 import numpy as np
 
 from jevkedro import __version__
-from jevkedro.nodes.background import handed_off
-from jevkedro.nodes.celljson import CellEncoder, exact_encoder
-from jevkedro.nodes.gcpause import gc_paused
 from jevkedro.nodes.jsonparse import JSONTextError, describe_path, dumps_utf8, parse_json
-from jevkedro.nodes.layout import QuestionLayout, load_layout, save_layout
-from jevkedro.nodes.validate import level_names_of
-from jevkedro.protocol import SnapshotRow, Target
+from jevkedro.nodes.layout import QuestionLayout, question_layout
+from jevkedro.protocol import DATA_KINDS, ProtocolError, SnapshotRow, Target, dumps
 
 COLUMNS = ("request_id", "request", "candidates", "targets", "slices", "source")
-DATA_KINDS = ("official", "sample", "synthetic")
 
 
 class SnapshotError(RuntimeError):
@@ -94,6 +92,20 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
     atomic_write_bytes(path, dumps_utf8(obj, indent=2) + b"\n")
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cycle collector paused while a preparation stage builds what it keeps (records,
+    rows, the TSV), then restored as it was; nothing is frozen. Running, it would walk every kept
+    container again at each full collection (the cost at scale: docs/benchmarks.md, "Simplification")."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 class SourceJSONError(ValueError):
     """Why the JSON text of an upstream source is refused; ``syntax`` when it is not JSON at all."""
 
@@ -102,14 +114,21 @@ class SourceJSONError(ValueError):
         self.syntax = syntax
 
 
-def read_source_json(text: str) -> Any:
-    """One JSON document of an upstream source, read strictly. Beyond text that is not JSON, a key
-    repeated within one object (parsers keep one of its values silently: which was meant is
-    unknown) and a number beyond the range of a double (it would be read as infinity) are refused:
-    a label or a target must never change on the way in. Raises :class:`SourceJSONError`."""
+def read_source_json(text: str | bytes) -> Any:
+    """One JSON document of an upstream source (text, or UTF-8 bytes), read strictly. Beyond text
+    that is not JSON, a key repeated within one object (parsers keep one of its values silently:
+    which was meant is unknown) and a number beyond the range of a double (it would be read as
+    infinity) are refused: a label or a target must never change on the way in. Raises
+    :class:`SourceJSONError`."""
     try:
         parsed = parse_json(text)
     except JSONTextError as exc:
+        if exc.byte_column and isinstance(text, bytes):
+            try:
+                text.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                raise SourceJSONError(f"not UTF-8 (byte 0x{text[bad.start]:02x} at byte {bad.start + 1})",
+                                      syntax=False) from None
         if exc.line is None:  # nested too deeply: no single place to name
             raise SourceJSONError(f"cannot be read ({exc.msg})", syntax=False) from None
         at = f"column {exc.column}" if exc.line == 1 else f"line {exc.line} column {exc.column}"
@@ -140,11 +159,7 @@ def read_source_document(where: str, raw: bytes) -> Any:
     :func:`read_source_json`; a fault raises :class:`SourceFormatError` starting with ``where``
     (``<file>`` or ``<file>:<line>``)."""
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SourceFormatError(f"{where}: not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1})") from None
-    try:
-        return read_source_json(text)
+        return read_source_json(raw)
     except SourceJSONError as exc:
         raise SourceFormatError(f"{where}: {exc}") from None
 
@@ -241,7 +256,7 @@ def _diff_counts(found: dict[str, Any], expected: dict[str, Any], prefix: str = 
     return out
 
 
-TSV_BATCH_ROWS = 4096  # rows rendered, encoded to UTF-8, hashed and written at a time
+TSV_BLOCK_ROWS = 4096  # lines encoded, hashed and written at a time
 
 
 def _checked_id(row: SnapshotRow, seen: set[str]) -> str:
@@ -256,128 +271,23 @@ def _checked_id(row: SnapshotRow, seen: set[str]) -> str:
     return rid
 
 
-def _targets_cell(row: SnapshotRow) -> dict[str, Any]:
-    return {q: t.to_json() for q, t in row.targets.items()}
-
-
-REQUEST_KEYS = frozenset({"state", "questions", "media"})
-WIRE_QUESTION_KEYS = frozenset({"type", "instructions", "criteria"})  # none of them forbidden
-
-
-def _batch_passes_checks(batch: list[SnapshotRow], ids: list[str], seen: set[str]) -> bool:
-    """True when every row of ``batch`` passes :meth:`SnapshotRow.check` and the ids are new, unique
-    strings without tabs or newlines (what :func:`_checked_id` checks), tested with fewer steps per
-    row. False when any test fails or cannot decide: the caller then checks row by row, which
-    raises the first failing row's own error."""
-    joined = "".join(ids)  # TypeError for an id that is not a string: the row-by-row path names it
-    if "\t" in joined or "\n" in joined or "\r" in joined or len(set(ids)) != len(ids) or not seen.isdisjoint(ids):
-        return False
-    for row in batch:
-        request = row.request
-        questions = request.get("questions")
-        if not isinstance(questions, dict) or not questions or "state" not in request or not request.keys() <= REQUEST_KEYS:
-            return False
-        candidates, targets = row.candidates, row.targets
-        for qid, q in questions.items():
-            if type(q) is not dict or not q.keys() <= WIRE_QUESTION_KEYS or qid not in candidates or qid not in targets:
-                return False
-            t, k = targets[qid], len(candidates[qid])
-            label, probabilities = t.label, t.probabilities
-            if (label is not None and not 0 <= label < k) or (probabilities is not None and len(probabilities) != k):
-                return False
-    return True
-
-
-class TargetCells:
-    """The targets column: ``{question: target.to_json()}`` per row, each distinct :class:`Target`
-    object converted once (families share frozen targets, one per label). The cache holds the
-    targets themselves, so an ``id`` it holds is never reused; it is bounded for families that make
-    one target per question. Cells may share their inner dicts: they are only encoded."""
-
-    LIMIT = 1 << 16
-
-    def __init__(self) -> None:
-        self._json: dict[int, dict[str, Any]] = {}
-        self._held: list[Target] = []
-
-    def _convert(self, t: Target) -> dict[str, Any]:
-        if len(self._held) >= self.LIMIT:
-            self._json.clear()
-            self._held.clear()
-        self._held.append(t)
-        out = self._json[id(t)] = t.to_json()
-        return out
-
-    def column(self, batch: list[SnapshotRow]) -> list[dict[str, Any]]:
-        get, convert = self._json.get, self._convert
-        return [{q: get(id(t)) or convert(t) for q, t in row.targets.items()} for row in batch]
-
-
-def _block_by_columns(batch: list[SnapshotRow], seen: set[str], cells: CellEncoder, targets: TargetCells) -> bytes:
-    """The lines of ``batch``: every row checked, then each column encoded in one call. On an
-    error, the ids this call added to ``seen`` are taken out again."""
-    ids = [row.request_id for row in batch]
-    if _batch_passes_checks(batch, ids, seen):
-        seen.update(ids)
-    else:  # row by row: the first failing row raises its own error (or all pass, e.g. a dict subclass)
-        ids = []
-        try:
-            for row in batch:
-                ids.append(_checked_id(row, seen))
-        except BaseException:
-            seen.difference_update(ids)
-            raise
-    try:
-        columns = [
-            [rid.encode("utf-8") for rid in ids],
-            cells.encode_all([r.request for r in batch]),
-            cells.encode_all([r.candidates for r in batch]),
-            cells.encode_all(targets.column(batch)),
-            cells.encode_all([r.slices for r in batch]),
-            cells.encode_all([r.source for r in batch]),
-        ]
-    except BaseException:
-        seen.difference_update(ids)
-        raise
-    return b"".join([b"\t".join(line) + b"\n" for line in zip(*columns)])
-
-
-def _block_by_rows(batch: list[SnapshotRow], seen: set[str], cell: Callable[[Any], str]) -> bytes:
-    """The lines of ``batch`` row by row (check, then encode), raising the first row's error first."""
-    lines = []
-    for row in batch:
-        rid = _checked_id(row, seen)
-        lines.append("\t".join((rid, cell(row.request), cell(row.candidates), cell(_targets_cell(row)),
-                                cell(row.slices), cell(row.source))) + "\n")
-    return "".join(lines).encode("utf-8")
-
-
 def tsv_blocks(rows: Iterable[SnapshotRow]) -> Iterator[bytes]:
-    """The snapshot TSV as UTF-8 blocks of ``TSV_BATCH_ROWS`` lines (header first); joined, they
-    are :func:`render_tsv`: each cell ``protocol.dumps(value)``, each line ending in a newline.
-
-    A block is rendered column by column (:class:`~jevkedro.nodes.celljson.CellEncoder`); if any
-    of its rows fails a check or an encoding, the block is rendered again row by row, so the error
-    raised is the one the first failing row gives, as in a row-by-row writer."""
-    cells, targets = CellEncoder(), TargetCells()
+    """The snapshot TSV as UTF-8 blocks (header first, then ``TSV_BLOCK_ROWS`` lines at a time):
+    each row checked, each cell :func:`~jevkedro.protocol.dumps` of its value, each line ending in
+    a newline. A row that fails a check or an encoding raises its own error."""
     seen: set[str] = set()
     yield ("\t".join(COLUMNS) + "\n").encode("utf-8")
-    batch: list[SnapshotRow] = []
+    lines: list[str] = []
     for row in rows:
-        batch.append(row)
-        if len(batch) == TSV_BATCH_ROWS:
-            yield _render_block(batch, seen, cells, targets)
-            batch = []
-    if batch:
-        yield _render_block(batch, seen, cells, targets)
-
-
-def _render_block(batch: list[SnapshotRow], seen: set[str], cells: CellEncoder, targets: TargetCells) -> bytes:
-    try:
-        return _block_by_columns(batch, seen, cells, targets)
-    except Exception:  # noqa: BLE001 -- redone row by row, which raises the first failing row's error
-        _block_by_rows(batch, seen, exact_encoder())
-        raise  # row by row passed where the column path failed: never expected; do not hide it
+        rid = _checked_id(row, seen)
+        targets = {q: t.to_json() for q, t in row.targets.items()}
+        lines.append("\t".join((rid, dumps(row.request), dumps(row.candidates), dumps(targets), dumps(row.slices),
+                                dumps(row.source))) + "\n")
+        if len(lines) == TSV_BLOCK_ROWS:
+            yield "".join(lines).encode("utf-8")
+            lines = []
+    if lines:
+        yield "".join(lines).encode("utf-8")
 
 
 def render_tsv(rows: Iterable[SnapshotRow]) -> bytes:
@@ -403,7 +313,7 @@ def snapshot_paths(root: str | Path, view: str) -> tuple[Path, Path]:
     return root / f"{view}.tsv", root / f"{view}.manifest.json"
 
 
-@gc_paused()  # rendering makes short-lived containers; the rows are long-lived: nothing to collect
+@collector_paused()
 def commit_dataset(prepared: PreparedView, root: str | Path) -> dict[str, Any]:
     """Check a prepared view against its pins and write its TSV and manifest atomically.
 
@@ -424,19 +334,13 @@ def commit_dataset(prepared: PreparedView, root: str | Path) -> dict[str, Any]:
     want_sha = prepared.expected.get("snapshot_sha256")
     digest = hashlib.sha256()
     size = 0
-    # Streamed: each block is hashed and written as it is rendered, by a helper thread while the
-    # next block is rendered; the file replaces the old one only if every row renders and the
-    # hash matches its pin (otherwise the temp file is removed).
+    # Streamed: each block is hashed and written as it is rendered; the file replaces the old one
+    # only if every row renders and the hash matches its pin (otherwise the temp file is removed).
     with atomic_writer(tsv_path) as fh:
-
-        def hash_and_write(block: bytes) -> None:
+        for block in tsv_blocks(prepared.rows):
             digest.update(block)
             fh.write(block)
-
-        with handed_off(hash_and_write, name="jevkedro-tsv-writer") as put:
-            for block in tsv_blocks(prepared.rows):
-                put(block)
-                size += len(block)
+            size += len(block)
         sha = digest.hexdigest()
         if want_sha and want_sha != sha:
             raise SnapshotError(
@@ -482,11 +386,10 @@ class Snapshot:
     def data(self) -> str:
         return self.manifest.get("data", "official")
 
-    def requests(self) -> Iterator[tuple[str, dict[str, Any]]]:
+    def requests(self) -> Iterator[tuple[str, Mapping[str, Any]]]:
         """What the model may see, and nothing else."""
         if isinstance(self.rows, SnapshotRows):
-            # LazyRequest: read-only, decoded on first use; adapters only read a request
-            yield from self.rows.requests()  # type: ignore[misc]
+            yield from self.rows.requests()
             return
         for row in self.rows:
             yield row.request_id, row.request
@@ -496,11 +399,9 @@ class Snapshot:
         return self.layout.request_ids
 
     @property
-    def layout(self):
+    def layout(self) -> QuestionLayout:
         """The per-question layout of the rows (:mod:`jevkedro.nodes.layout`), built once and kept
         while ``rows`` is the same sequence of the same length."""
-        from jevkedro.nodes.layout import question_layout
-
         if isinstance(self.rows, SnapshotRows):
             return self.rows.layout
         key = (id(self.rows), len(self.rows))
@@ -512,7 +413,7 @@ class Snapshot:
 
 
 # Typed decoders of the TSV's JSON cells: the shape is checked while decoding (a cell of the
-# wrong shape is refused naming file, line and column), and nothing is decoded twice.
+# wrong shape is refused naming file, line and column).
 _CELL_DECODERS = {
     "request": msgspec.json.Decoder(dict[str, Any]),
     "candidates": msgspec.json.Decoder(dict[str, list[str]]),
@@ -526,12 +427,12 @@ _TARGET_FIELDS = frozenset({"label", "probabilities", "unscored"})
 
 
 class _RowReader:
-    """Rows of one TSV; ``Target`` objects for the common ``{"label": k}`` cell are shared (they
-    are frozen), which saves one object per question."""
+    """The one decoder of snapshot TSV lines into rows. ``Target`` objects for the common
+    ``{"label": k}`` cell are shared (they are frozen), which saves one object per question."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._plain_targets: dict[Any, Target] = {}
+        self._plain_targets: dict[int, Target] = {}
 
     def cell_error(self, lineno: int, column: str, text: bytes, exc: Exception) -> SnapshotError:
         where = f"{self.path}:{lineno}: column {column} (TSV field {COLUMNS.index(column) + 1})"
@@ -542,18 +443,25 @@ class _RowReader:
         return SnapshotError(f"{where} must be {_CELL_SHAPES[column]} ({exc})")
 
     def target(self, t: dict[str, Any]) -> Target:
-        if len(t) == 1 and "label" in t:
-            shared = self._plain_targets.get(t["label"])
-            if shared is None and isinstance(t["label"], int):
-                shared = self._plain_targets[t["label"]] = Target(label=t["label"])
-            if shared is not None:
-                return shared
-        probs = t.get("probabilities")
-        return Target(label=t.get("label"), probabilities=tuple(probs) if probs is not None else None,
-                      unscored=bool(t.get("unscored", False)),
-                      extra={k: v for k, v in t.items() if k not in _TARGET_FIELDS} if len(t.keys() - _TARGET_FIELDS) else {})
+        label = t.get("label")
+        if len(t) == 1 and type(label) is int:
+            shared = self._plain_targets.get(label)
+            if shared is None:
+                shared = self._plain_targets[label] = Target(label=label)
+            return shared
+        probs, unscored = t.get("probabilities"), t.get("unscored", False)
+        if label is not None and type(label) is not int:
+            raise ValueError(f"label must be an integer, got {label!r}")
+        if probs is not None and (not isinstance(probs, list)
+                                  or not all(type(p) in (int, float) for p in probs)):
+            raise ValueError("probabilities must be a list of numbers")
+        if type(unscored) is not bool:
+            raise ValueError(f"unscored must be true or false, got {unscored!r}")
+        return Target(label=label, probabilities=tuple(probs) if probs is not None else None, unscored=unscored,
+                      extra={k: v for k, v in t.items() if k not in _TARGET_FIELDS})
 
     def row(self, lineno: int, line: bytes) -> SnapshotRow:
+        """One TSV line (without its newline) as a checked row; a fault names file, line and column."""
         cells = line.split(b"\t")
         if len(cells) != len(COLUMNS):
             raise SnapshotError(f"{self.path}:{lineno}: expected {len(COLUMNS)} tab-separated columns "
@@ -565,42 +473,25 @@ class _RowReader:
             except (msgspec.DecodeError, RecursionError) as exc:
                 raise self.cell_error(lineno, column, text, exc) from None
         request, candidates, targets, slices, source = decoded
-        if not isinstance(request.get("questions"), dict):
+        questions = request.get("questions")
+        if not isinstance(questions, dict):
             raise SnapshotError(f"{self.path}:{lineno}: column request has no questions object")
         try:
             rid = cells[0].decode("utf-8")
         except UnicodeDecodeError:
             raise SnapshotError(f"{self.path}:{lineno}: column request_id is not UTF-8") from None
-        return SnapshotRow(rid, request, candidates, {q: self.target(t) for q, t in targets.items()}, slices, source)
-
-
-class _QuestionShape(msgspec.Struct):
-    type: str
-    criteria: msgspec.Raw = msgspec.Raw(b"null")
-
-
-class _RequestShape(msgspec.Struct):
-    questions: dict[str, _QuestionShape]
-
-
-class _TargetShape(msgspec.Struct):
-    label: int | None = None
-    probabilities: list[float] | None = None
-    unscored: bool = False
-
-
-class _AnyObject(msgspec.Struct):
-    """Decodes (and so checks) a JSON object while keeping none of it."""
-
-
-_SHAPE_DECODERS: dict[str, msgspec.json.Decoder] = {
-    "request": msgspec.json.Decoder(_RequestShape),
-    "candidates": _CELL_DECODERS["candidates"],
-    "targets": msgspec.json.Decoder(dict[str, _TargetShape]),
-    "slices": _CELL_DECODERS["slices"],
-    "source": msgspec.json.Decoder(_AnyObject),
-}
-_LEVELS = msgspec.json.Decoder(list[Any])
+        try:
+            row = SnapshotRow(rid, request, candidates, {q: self.target(t) for q, t in targets.items()}, slices, source)
+        except ValueError as exc:
+            raise SnapshotError(f"{self.path}:{lineno}: column targets: {exc}") from None
+        for qid, q in questions.items():
+            if not isinstance(q, dict) or not isinstance(q.get("type"), str):
+                raise SnapshotError(f"{self.path}:{lineno}: question {qid!r} is not an object with a type")
+        try:
+            row.check()
+        except ProtocolError as exc:
+            raise SnapshotError(f"{self.path}:{lineno}: {exc}") from None
+        return row
 
 
 class LazyRequest(Mapping[str, Any]):
@@ -642,21 +533,19 @@ class LazyRequest(Mapping[str, Any]):
 
 
 class SnapshotRows(Sequence[SnapshotRow]):
-    """The rows of a loaded TSV, each decoded into a :class:`SnapshotRow` when first used and kept.
+    """The rows of a loaded TSV, each decoded (:class:`_RowReader`) when first used and kept.
 
-    Loading checks every line (each JSON cell decodes with its column's shape) and builds the
-    question layout straight from the cells, skipping what scoring does not read (states,
-    instructions, option texts, provenance); inference decodes only the ``request`` cells
-    (:meth:`requests`). So a view is scored without ever making its rows, and asked without
-    making their targets.
+    Loading decodes and checks every line once to build the question layout, keeping none of the
+    rows; inference decodes only the ``request`` cells (:meth:`requests`), a single pass over the
+    view (:meth:`passing`) holds one row at a time.
     """
 
     def __init__(self, path: Path, raw: bytes, starts: list[int], ends: list[int], linenos: list[int]) -> None:
         self.path, self._raw, self._starts, self._ends = path, raw, starts, ends
         self._rows: list[SnapshotRow | None] = [None] * len(starts)
         self._reader = _RowReader(path)
-        self._layout: QuestionLayout | None = None
         self._linenos = linenos
+        self.layout = question_layout(self.passing())  # every line decoded and checked, once
 
     def line(self, i: int) -> bytes:
         return self._raw[self._starts[i]: self._ends[i]]
@@ -677,51 +566,13 @@ class SnapshotRows(Sequence[SnapshotRow]):
         return row
 
     def __iter__(self) -> Iterator[SnapshotRow]:
-        if None in self._rows:
-            with gc_paused():  # the rows are kept: decode them all without the collector walking them
-                for i in range(len(self)):
-                    self[i]
-        return iter(self._rows)  # type: ignore[arg-type]  # every row decoded just above
-
-    @gc_paused()  # the cells are kept by the caller: decode them without the collector walking them
-    def cells(self, column: str, decoder: Any, batch: int = 4096) -> list[Any]:
-        """One column of every row, each cell decoded by ``decoder`` (a msgspec decoder of just
-        the part a scorer reads), without building the rows: a family scorer that needs one field
-        of every target reads it in about a tenth of the time a row takes. Only the cell is cut
-        out of the file's bytes (not the line, split into every field), and ``batch`` cells are
-        decoded as one JSON array; a batch that does not give one value per cell is decoded cell by
-        cell, so a bad cell is named as before."""
-        at = COLUMNS.index(column)
-        raw, find = self._raw, self._raw.find
-        texts = []
-        for start, end in zip(self._starts, self._ends):
-            for _ in range(at):
-                start = find(b"\t", start, end) + 1
-            stop = find(b"\t", start, end)
-            texts.append(raw[start: stop if stop >= 0 else end])
-        as_array = msgspec.json.Decoder(list[decoder.type], strict=decoder.strict, dec_hook=decoder.dec_hook,
-                                        float_hook=decoder.float_hook)
-        out: list[Any] = []
-        for first in range(0, len(texts), batch):
-            part = texts[first: first + batch]
-            try:
-                values = as_array.decode(b"[" + b",".join(part) + b"]")
-            except (msgspec.DecodeError, RecursionError):
-                values = None
-            if values is None or len(values) != len(part):
-                values = []
-                for i, text in enumerate(part, first):
-                    try:
-                        values.append(decoder.decode(text))
-                    except (msgspec.DecodeError, RecursionError) as exc:
-                        raise self._reader.cell_error(self._linenos[i], column, text, exc) from None
-            out.extend(values)
-        return out
+        for i in range(len(self)):
+            yield self[i]
 
     def passing(self) -> Iterator[SnapshotRow]:
         """Every row in order, like iterating, but a row not decoded yet is decoded for the caller
         only and not kept: a single pass over a view (the official scorer) then holds one row at
-        a time instead of all of them (~4.5 KB a row) for the rest of the run."""
+        a time instead of all of them for the rest of the run."""
         reader, rows = self._reader, self._rows
         for i in range(len(rows)):
             row = rows[i]
@@ -754,61 +605,11 @@ class SnapshotRows(Sequence[SnapshotRow]):
                 rid, cell = self.line(i).split(b"\t", 2)[:2]
                 yield rid.decode("utf-8"), LazyRequest(cell)
 
-    @property
-    def layout(self):
-        if self._layout is None:
-            from jevkedro.nodes.layout import layout_of_shapes
-
-            self._layout = layout_of_shapes(self._shape(i) for i in range(len(self)))
-        return self._layout
-
-    def _shape(self, i: int):
-        """Request ``i`` as the layout needs it, decoded from its cells (every cell checked)."""
-        from jevkedro.nodes.layout import RequestShape
-
-        lineno, line = self._linenos[i], self.line(i)
-        cells = line.split(b"\t")
-        if len(cells) != len(COLUMNS):
-            raise SnapshotError(f"{self.path}:{lineno}: expected {len(COLUMNS)} tab-separated columns "
-                                f"({', '.join(COLUMNS)}), found {len(cells)}")
-        decoded = []
-        for column, text in zip(COLUMNS[1:], cells[1:]):
-            try:
-                decoded.append(_SHAPE_DECODERS[column].decode(text))
-            except (msgspec.DecodeError, RecursionError) as exc:
-                raise self._reader.cell_error(lineno, column, text, exc) from None
-        request, candidates, targets, slices, _ = decoded
-        try:
-            rid = cells[0].decode("utf-8")
-        except UnicodeDecodeError:
-            raise SnapshotError(f"{self.path}:{lineno}: column request_id is not UTF-8") from None
-        ids = tuple(request.questions)
-        missing = [q for q in ids if q not in candidates or q not in targets]
-        if missing:
-            raise SnapshotError(f"{self.path}:{lineno}: questions {missing} have no candidates or no target")
-        qs = list(request.questions.values())
-        qtypes = [q.type for q in qs]
-        names = [_level_names(q) if q.type == "score" else None for q in qs]
-        return RequestShape(rid, ids, qtypes, names, [candidates[q] for q in ids], [targets[q] for q in ids], slices)
-
 
 def each_row(rows: Iterable[SnapshotRow]) -> Iterator[SnapshotRow]:
     """The rows for one pass: a loaded snapshot's :meth:`SnapshotRows.passing` (rows decoded for
     the pass are not kept), any other sequence as it is."""
     return rows.passing() if isinstance(rows, SnapshotRows) else iter(rows)
-
-
-def _level_names(question: _QuestionShape) -> list[str] | None:
-    try:
-        levels = _LEVELS.decode(question.criteria)
-    except msgspec.DecodeError:
-        return None
-    return level_names_of({"type": "score", "criteria": levels})
-
-
-def _parse_row(path: Path, lineno: int, line: str | bytes) -> SnapshotRow:
-    """One TSV line (without its newline) as a row; a fault names file, line and column."""
-    return _RowReader(Path(path)).row(lineno, line.encode("utf-8") if isinstance(line, str) else line)
 
 
 def read_manifest(path: Path, view: str | None = None) -> dict[str, Any]:
@@ -836,70 +637,33 @@ def read_manifest(path: Path, view: str | None = None) -> dict[str, Any]:
     return manifest
 
 
-def _sha256_in_background(data: bytes) -> Callable[[], str]:
-    """Hash ``data`` on another thread (hashlib releases the GIL): the digest, when called."""
-    out: list[str] = []
-    worker = threading.Thread(target=lambda: out.append(hashlib.sha256(data).hexdigest()), daemon=True)
-    worker.start()
-
-    def result() -> str:
-        worker.join()
-        return out[0]
-
-    return result
-
-
-@gc_paused()
 def load_snapshot(root: str | Path, view: str) -> Snapshot:
     """Read ``<root>/<view>.tsv`` and its manifest, refusing bytes that differ from the manifest.
 
-    The TSV is hashed on a second thread (hashlib releases the GIL) while the question layout is
-    read from its cache (``<view>.layout.npz``, used only for the TSV hash the manifest records,
-    which the file must then have) or built from the TSV's cells, every line checked, and cached
-    (:mod:`jevkedro.nodes.layout`; the garbage collector paused, as what is made lives as long as
-    the snapshot). Rows are decoded when first used (:class:`SnapshotRows`). A line that does not
-    decode is reported only after the hash says the file is the one the manifest describes (an
-    edited file is "changed", not "malformed").
+    The TSV is hashed first (an edited file is "changed", not "malformed"); then every line is
+    decoded and checked once and the question layout built from those rows (nothing is written
+    beside the snapshot). Rows are decoded again when used (:class:`SnapshotRows`).
     """
     tsv_path, manifest_path = snapshot_paths(root, view)
     if not tsv_path.is_file() or not manifest_path.is_file():
         raise SnapshotError(f"no snapshot for {view} in {Path(root)}: run its prepare_snapshot node first")
     manifest = read_manifest(manifest_path, view)
     raw = tsv_path.read_bytes()
-    digest_of = _sha256_in_background(raw)
+    digest = hashlib.sha256(raw).hexdigest()
     recorded = manifest.get("snapshot", {}).get("sha256")
-
-    def check_hash() -> str:
-        digest = digest_of()
-        if recorded and digest != recorded:  # say "changed", not "malformed", when bytes were edited
-            raise SnapshotError(f"{tsv_path}: sha256 {digest} does not match its manifest ({recorded}); "
-                                "refusing to use a changed snapshot — prepare it again")
-        return digest
-
-    try:
-        header_end = raw.find(b"\n")
-        header = raw[: header_end if header_end >= 0 else len(raw)]
-        if header.split(b"\t") != [c.encode() for c in COLUMNS]:
-            check_hash()
-            raise SnapshotError(f"{tsv_path}:1: header is not {COLUMNS}")
-        newlines = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 10)
-        if not len(newlines) or newlines[-1] != len(raw) - 1:
-            newlines = np.append(newlines, len(raw))  # a last line without its newline
-        starts, ends = newlines[:-1] + 1, newlines[1:]
-        keep = ends > starts  # blank lines are skipped
-        rows = SnapshotRows(tsv_path, raw, starts[keep].tolist(), ends[keep].tolist(), (np.flatnonzero(keep) + 2).tolist())
-        cached = load_layout(tsv_path, recorded) if recorded else None
-        if cached is not None and len(cached.request_ids) == len(rows):
-            rows._layout = cached
-        else:
-            cached = None
-            rows.layout  # noqa: B018 -- every line checked and the scorer's layout built, once
-        digest = check_hash()
-        if cached is None and recorded:
-            save_layout(rows.layout, tsv_path, digest)
-    except SnapshotError:
-        check_hash()
-        raise
+    if recorded and digest != recorded:
+        raise SnapshotError(f"{tsv_path}: sha256 {digest} does not match its manifest ({recorded}); "
+                            "refusing to use a changed snapshot — prepare it again")
+    header_end = raw.find(b"\n")
+    header = raw[: header_end if header_end >= 0 else len(raw)]
+    if header.split(b"\t") != [c.encode() for c in COLUMNS]:
+        raise SnapshotError(f"{tsv_path}:1: header is not {COLUMNS}")
+    newlines = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 10)
+    if not len(newlines) or newlines[-1] != len(raw) - 1:
+        newlines = np.append(newlines, len(raw))  # a last line without its newline
+    starts, ends = newlines[:-1] + 1, newlines[1:]
+    keep = ends > starts  # blank lines are skipped
+    rows = SnapshotRows(tsv_path, raw, starts[keep].tolist(), ends[keep].tolist(), (np.flatnonzero(keep) + 2).tolist())
     return Snapshot(view, tsv_path, manifest, rows, digest)
 
 

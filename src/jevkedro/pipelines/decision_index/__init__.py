@@ -32,18 +32,12 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-from collections.abc import Iterator, Mapping
-from contextlib import closing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from jevkedro.config import PrepareOptions
 from jevkedro.family import Release, check_data_kind, expected_for, family_manifest, make_prepare, wire_question
-from jevkedro.nodes.background import read_ahead
-from jevkedro.nodes.gcpause import gc_paused
-from jevkedro.nodes.jsonparse import same_keys_as_text
 from jevkedro.nodes.snapshot import (
     PreparedView,
     Snapshot,
@@ -51,6 +45,7 @@ from jevkedro.nodes.snapshot import (
     SourceFile,
     SourceFormatError,
     check_source,
+    collector_paused,
     read_source_document,
     read_source_object,
 )
@@ -71,73 +66,21 @@ DECISION_PAYLOADS = ("candidate_decisions", "calibration_decisions")
 # ------------------------------------------------------------------------------------------
 # reading
 
-GZIP_BLOCK = 1 << 24  # bytes of uncompressed text hashed, split and decoded at a time
-_ANY_JSON = msgspec.json.Decoder()
-
-
 def read_jsonl_gz(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], str, int]:
-    """All ``(line, object)`` of a gzipped JSON-lines file, the sha256 and size of its uncompressed bytes.
-
-    The text is read in blocks of ``GZIP_BLOCK`` bytes (decompressed and hashed in a helper thread,
-    :func:`~jevkedro.nodes.background.read_ahead`) and each block's lines
-    are decoded by msgspec in one pass. msgspec accepts a subset of what ``json.loads`` does and
-    decodes it to the same objects, except that it keeps the last of a repeated key: a block is
-    taken only when every key of its text survived (:func:`~jevkedro.nodes.jsonparse.same_keys_as_text`).
-    Otherwise (a repeated key, ``NaN``, ``1e400``, a lone surrogate, a byte-order mark, blank lines,
-    bad JSON) its lines are read one by one by the strict source reader, which refuses a repeated key
-    and a number no double holds, naming file and line.
-    """
-    digest, out = hashlib.sha256(), []
-    sizes = []
-    lineno = 0  # lines before the block
-    rest = b""
+    """All ``(line, object)`` of a gzipped JSON-lines file, the sha256 and size of its uncompressed
+    bytes. Each line is read by the strict source reader (repeated keys and numbers no double
+    holds refused, naming file and line); lines end only at ``\\n``; blank lines are skipped."""
+    digest, out, size, name = hashlib.sha256(), [], 0, str(path)
     try:
-        # decompressed and hashed in a helper thread, up to two blocks ahead of the decoding here;
-        # closed (the helper stopped) before an error goes on
-        with closing(read_ahead(_hashed_blocks(path, digest, sizes), depth=1, name="jevkedro-gunzip")) as blocks:
-            for block in blocks:
-                data = rest + block if rest else block
-                cut = data.rfind(b"\n") + 1
-                rest = data[cut:]
-                if cut:
-                    lines = data[:cut].split(b"\n")
-                    lines.pop()  # after the last newline
-                    _decode_lines(path, lines, lineno, out)
-                    lineno += len(lines)
-        if rest:  # a last line without its newline
-            _decode_lines(path, [rest], lineno, out, newline=b"")
+        with gzip.open(path, "rb") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                digest.update(raw)
+                size += len(raw)
+                if raw.strip():
+                    out.append((lineno, read_source_object(f"{name}:{lineno}", raw)))
     except (OSError, EOFError) as exc:
         raise SourceFormatError(f"{path}: not a readable gzip file ({exc})") from None
-    size = sum(sizes)
     return out, digest.hexdigest(), size
-
-
-def _hashed_blocks(path: Path, digest: Any, sizes: list[int]) -> Iterator[bytes]:
-    """The uncompressed text of ``path`` in blocks of ``GZIP_BLOCK`` bytes, each hashed (and its
-    size noted) before it is handed on."""
-    with gzip.open(path, "rb") as fh:
-        while block := fh.read(GZIP_BLOCK):
-            digest.update(block)
-            sizes.append(len(block))
-            yield block
-
-
-def _decode_lines(path: Path, lines: list[bytes], before: int, out: list[tuple[int, dict[str, Any]]],
-                  newline: bytes = b"\n") -> None:
-    """Append ``(line number, object)`` of ``lines`` (numbered from ``before + 1``, each without
-    its ``newline``) to ``out``."""
-    try:
-        objs = list(map(_ANY_JSON.decode, lines))  # the common case: every line decodes
-        # msgspec keeps the last of a repeated key silently: the block is taken only when every key survived
-        exact = all(type(o) is dict for o in objs) and same_keys_as_text(b"\n".join(lines), objs)
-    except Exception:  # noqa: BLE001 -- any refusal: line by line, the strict reader deciding
-        exact = False
-    if exact:
-        out.extend(zip(range(before + 1, before + 1 + len(lines)), objs))
-        return
-    for lineno, raw in enumerate(lines, start=before + 1):
-        if raw.strip():  # repeated keys and numbers a double cannot hold are refused
-            out.append((lineno, read_source_object(f"{path}:{lineno}", raw + newline)))
 
 
 def read_run_ids(path: Path) -> set[str]:
@@ -365,7 +308,7 @@ def _source_file(folder: Path, pin: dict[str, Any], data: str) -> tuple[SourceFi
     return check_source(path, pin if pin.get("sha256") else None), None
 
 
-@gc_paused(keep=True)
+@collector_paused()
 def read_release(options: PrepareOptions, view: str = "decision_index") -> Release:
     """Read a suite folder and apply the 0.3 read-time rules.
 
@@ -400,7 +343,7 @@ def read_release(options: PrepareOptions, view: str = "decision_index") -> Relea
                    notes={"read_steps": steps, "excluded_ids": excluded})
 
 
-@gc_paused(keep=True)
+@collector_paused()
 def build(release: Release, view: str = "decision_index") -> PreparedView:
     """Map every kept record (pure); run ids must be unique, and the datasets found must be the
     ones edition 0.3 runs (and as many as it pins)."""

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import numpy as np
 
 from jevkedro.config import PrepareOptions
@@ -38,7 +37,7 @@ from jevkedro.family import Release, check_data_kind, expected_for, family_manif
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.parquet_source import read_parquet_rows, where
 from jevkedro.nodes.reference import reference_report
-from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SnapshotRows, SourceFormatError, check_source, json_cell
+from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFormatError, check_source, each_row, json_cell
 from jevkedro.nodes.validate import SUM_TOLERANCE, QuestionTable
 from jevkedro.protocol import NOUL_ORDER_FALSE_FIRST, SnapshotRow, Target
 
@@ -326,30 +325,14 @@ def teacher_agreement(table: QuestionTable, mask: np.ndarray, terms: TeacherTerm
     }
 
 
-class _ReferenceTarget(msgspec.Struct):
-    reference_argmax: Any = -1
-
-
-_REFERENCE_TARGETS = msgspec.json.Decoder(dict[str, _ReferenceTarget])
-
-
 def reference_argmax_column(snapshot: Snapshot, table: QuestionTable) -> np.ndarray:
-    """``reference_argmax`` of every question, aligned with ``table`` (same row/question order).
-    A loaded snapshot's targets cells are decoded for that field alone (no row is built)."""
+    """``reference_argmax`` of every question, aligned with ``table`` (same row/question order)."""
     out_list: list[int] = []
     qids: list[str] = []
-    rows = snapshot.rows
-    if isinstance(rows, SnapshotRows):
-        layout = rows.layout
-        targets = rows.cells("targets", _REFERENCE_TARGETS)
-        for r, q in zip(layout.request_index.tolist(), layout.question_ids):
-            out_list.append(targets[r][q].reference_argmax)
-        qids = list(layout.question_ids)
-    else:
-        for row in rows:
-            for q in row.request["questions"]:
-                out_list.append(row.targets[q].extra.get("reference_argmax", -1))
-                qids.append(q)
+    for row in each_row(snapshot.rows):
+        for q in row.request["questions"]:
+            out_list.append(row.targets[q].extra.get("reference_argmax", -1))
+            qids.append(q)
     out = np.array(out_list, dtype=int)
     if len(out) != len(table) or qids != table.question_id.tolist():
         raise ValueError("question table and snapshot are not aligned")

@@ -57,7 +57,7 @@ from jevkedro.nodes.snapshot import (
     sha256_file,
 )
 from jevkedro.nodes.validate import QuestionTable
-from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target
+from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, QUESTION_FIELDS, SnapshotRow, Target
 
 FAMILY = "visual_decision_bench"
 VIEWS = ("visual_decision_bench", "visual_decision_bench_image", "visual_decision_bench_video")
@@ -182,7 +182,7 @@ def wire_question(where: str, qid: str, q: Any) -> tuple[dict[str, Any], list[st
     """One question as the model sees it and its candidate keys (README shape rules)."""
     if not isinstance(q, dict):
         raise SourceFormatError(f"{where}: question {qid!r} must be an object")
-    extra = sorted(set(q) - {"type", "instructions", "criteria"})
+    extra = sorted(set(q) - QUESTION_FIELDS)
     if extra:
         raise SourceFormatError(f"{where}: question {qid!r} has fields beyond type/instructions/criteria: {extra}")
     qtype, instructions, criteria = q.get("type"), q.get("instructions"), q.get("criteria")
