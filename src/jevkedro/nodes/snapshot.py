@@ -94,8 +94,8 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """Python's cycle collector paused while a preparation stage builds what it keeps (records,
-    rows, the TSV), then restored as it was; nothing is frozen. Running, it would walk every kept
+    """Python's cycle collector paused while a stage builds what it keeps (records, rows, the TSV,
+    a layout), then restored as it was; nothing is frozen. Running, it would walk every kept
     container again at each full collection (the cost at scale: docs/benchmarks.md, "Simplification")."""
     was_enabled = gc.isenabled()
     gc.disable()
@@ -637,6 +637,7 @@ def read_manifest(path: Path, view: str | None = None) -> dict[str, Any]:
     return manifest
 
 
+@collector_paused()  # the layout it builds lives as long as the snapshot
 def load_snapshot(root: str | Path, view: str) -> Snapshot:
     """Read ``<root>/<view>.tsv`` and its manifest, refusing bytes that differ from the manifest.
 
