@@ -48,7 +48,8 @@ def test_relative_imports_and_packages_resolve(tmp_path):
 def test_no_cycle_when_imports_go_one_way_or_only_for_type_checking(tmp_path):
     pkg = _package(tmp_path, {
         "__init__.py": "from pkg.a import f\n",
-        "a.py": "from typing import TYPE_CHECKING\nfrom pkg.b import g\nif TYPE_CHECKING:\n    from pkg.c import C\ndef f():\n    return g\n",
+        "a.py": ("from typing import TYPE_CHECKING\nfrom pkg.b import g\n"
+                 "if TYPE_CHECKING:\n    from pkg.c import C\ndef f():\n    return g\n"),
         "b.py": "def g():\n    return 1\n",
         "c.py": "from pkg.a import f\nclass C:\n    pass\n",
     })
