@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import jevkedro.pipelines.decision_index as di
-from jevkedro.nodes.snapshot import SourceFormatError, SourceJSONError, read_source_json
+from jevkedro.nodes.snapshot import SourceFormatError
+from jevkedro.nodes.sources import SourceJSONError, read_source_json
 
 
 def line_by_line(path):

@@ -200,7 +200,8 @@ def test_slices_grouped_by_codes_equal_np_unique_over_strings(committed):
     (b'{"a": 1}\n\n{"b": 1,}\n', r"src.jsonl:3: not valid JSON \(Expecting property name enclosed in double quotes at column 9\)"),
 ])
 def test_upstream_jsonl_faults_name_file_line_and_position(tmp_path, content, message):
-    from jevkedro.nodes.snapshot import SourceFormatError, read_jsonl
+    from jevkedro.nodes.snapshot import SourceFormatError
+    from jevkedro.nodes.sources import read_jsonl
 
     path = tmp_path / "src.jsonl"
     path.write_bytes(content)

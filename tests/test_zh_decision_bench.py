@@ -132,7 +132,7 @@ def test_malformed_line_names_file_and_line(tmp_path):
     bad.write_text('{"id": "x"}\n{not json\n', encoding="utf-8")
     with pytest.raises(SourceFormatError, match=r"voice_routing.jsonl:1: missing field"):
         list(zh.map_row(bad, ln, obj) for ln, obj in [(1, {"id": "x"})])
-    from jevkedro.nodes.snapshot import read_jsonl
+    from jevkedro.nodes.sources import read_jsonl
     with pytest.raises(SourceFormatError, match=r"voice_routing.jsonl:2: not valid JSON"):
         list(read_jsonl(bad))
 

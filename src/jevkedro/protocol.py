@@ -14,7 +14,6 @@ Question types and their candidate keys, in order:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -29,6 +28,11 @@ FORBIDDEN_REQUEST_KEYS = frozenset(
     {"gold", "label", "labels", "answer", "answers", "rationale", "reasoning", "notes",
      "id", "item_id", "source", "provenance", "difficulty", "version", "meta", "target"}
 )
+
+# What a snapshot's data is: the upstream release, or data written by us (never benchmark data).
+DataKind = Literal["official", "sample", "synthetic"]
+DATA_KINDS: tuple[str, ...] = get_args(DataKind)
+OWN_DATA_KINDS = ("sample", "synthetic")
 
 
 # The explicit abstain option of JevAlt-style servers (docs/protocol.md §2): appended last to choice
@@ -56,13 +60,7 @@ def offers_abstain_option(request: dict[str, Any]) -> bool:
     return False
 
 
-# What a snapshot's data is: the upstream release, or data written by us (never benchmark data).
-DataKind = Literal["official", "sample", "synthetic"]
-DATA_KINDS: tuple[str, ...] = get_args(DataKind)
-OWN_DATA_KINDS = ("sample", "synthetic")
-
-
-def level_names_of(question: Mapping[str, Any]) -> list[str] | None:
+def level_names_of(question: dict[str, Any]) -> list[str] | None:
     """The level names a score answer may be keyed by (every level a string), else None."""
     levels = question.get("criteria") if question.get("type") == "score" else None
     if not levels or not isinstance(levels, list) or not all(isinstance(c, str) for c in levels):

@@ -16,7 +16,8 @@ import shutil
 import pytest
 
 from jevkedro.family import prepare_view
-from jevkedro.nodes.snapshot import SnapshotError, SourceFormatError, json_cell
+from jevkedro.nodes.snapshot import SnapshotError, SourceFormatError
+from jevkedro.nodes.sources import json_cell
 from jevkedro.pipelines.jevalt_bench import synthetic as syn
 
 

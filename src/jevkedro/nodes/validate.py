@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from jevkedro.nodes.jsonparse import describe_path
-from jevkedro.protocol import SnapshotRow, level_names_of
+from jevkedro.protocol import SnapshotRow
 
 SUM_TOLERANCE = 0.01
 # A sum this close to 1 is 1 up to floating-point rounding: the answer is used as given. Dividing by
@@ -202,6 +202,14 @@ def validate_answer(
 def _short_repr_keys(missing: list[str], extra: list[str]) -> str:
     text = f"candidate keys differ (missing {missing}, extra {extra})"
     return text if len(text) <= 2 * REASON_VALUE_CHARS else text[: 2 * REASON_VALUE_CHARS] + "…)"
+
+
+def level_names_of(question: Mapping[str, Any]) -> list[str] | None:
+    """The level names a score answer may be keyed by (every level a string), else None."""
+    levels = question.get("criteria") if question.get("type") == "score" else None
+    if not levels or not isinstance(levels, list) or not all(isinstance(c, str) for c in levels):
+        return None
+    return list(levels)
 
 
 def duplicate_keys_of(record: Mapping[str, Any]) -> list[list[Any]]:

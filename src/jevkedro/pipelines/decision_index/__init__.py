@@ -38,17 +38,8 @@ from typing import Any
 
 from jevkedro.config import PrepareOptions
 from jevkedro.family import Release, check_data_kind, expected_for, family_manifest, make_prepare, wire_question
-from jevkedro.nodes.snapshot import (
-    PreparedView,
-    Snapshot,
-    SnapshotError,
-    SourceFile,
-    SourceFormatError,
-    check_source,
-    collector_paused,
-    read_source_document,
-    read_source_object,
-)
+from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFile, SourceFormatError, collector_paused
+from jevkedro.nodes.sources import check_source, read_source_document, read_source_object
 from jevkedro.nodes.validate import QuestionTable
 from jevkedro.pipelines.decision_index.edition import GSM8K, RETIRED, edition_03, run_datasets
 from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target

@@ -39,7 +39,8 @@ from jevkedro.family import Release, check_data_kind, expected_for, family_manif
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.parquet_source import DATA_KIND_KEY
 from jevkedro.nodes.reference import reference_report
-from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFormatError, check_source, json_cell
+from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFormatError
+from jevkedro.nodes.sources import check_source, json_cell
 from jevkedro.nodes.validate import QuestionTable
 from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target
 

@@ -43,15 +43,8 @@ from jevkedro.family import OUR_RECORD_SOURCE, Release, check_data_kind, check_r
 from jevkedro.nodes import compare as stats
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.reference import reference_report
-from jevkedro.nodes.snapshot import (
-    PreparedView,
-    Snapshot,
-    SnapshotError,
-    SourceFormatError,
-    check_source,
-    read_jsonl,
-    sha256_file,
-)
+from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFormatError, sha256_file
+from jevkedro.nodes.sources import check_source, read_jsonl
 from jevkedro.nodes.validate import QuestionTable
 from jevkedro.protocol import (
     ABSTAIN_OPTION,

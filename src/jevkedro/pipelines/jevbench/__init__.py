@@ -33,7 +33,8 @@ from typing import Any
 
 from jevkedro.config import PrepareOptions
 from jevkedro.family import Release, check_data_kind, expected_for, family_manifest, make_prepare
-from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFormatError, check_source, read_jsonl
+from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFormatError
+from jevkedro.nodes.sources import check_source, read_jsonl
 from jevkedro.nodes.validate import QuestionTable
 from jevkedro.pipelines.jevbench.scoring import NOUL_LABELS
 from jevkedro.protocol import NOUL_ORDER_FALSE_FIRST, SnapshotRow, Target

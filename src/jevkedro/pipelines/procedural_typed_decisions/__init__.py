@@ -35,16 +35,8 @@ from jevkedro.config import PrepareOptions
 from jevkedro.family import Release, check_data_kind, expected_for, family_manifest, make_prepare, wire_question
 from jevkedro.nodes.parquet_source import read_parquet_rows, where
 from jevkedro.nodes.reference import reference_report
-from jevkedro.nodes.snapshot import (
-    PreparedView,
-    Snapshot,
-    SnapshotError,
-    SourceFormatError,
-    SourceJSONError,
-    check_source,
-    json_cell,
-    read_source_json,
-)
+from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFormatError
+from jevkedro.nodes.sources import SourceJSONError, check_source, json_cell, read_source_json
 from jevkedro.nodes.validate import QuestionTable
 from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target
 

@@ -37,7 +37,8 @@ from jevkedro.family import Release, check_data_kind, expected_for, family_manif
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.parquet_source import read_parquet_rows, where
 from jevkedro.nodes.reference import reference_report
-from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFormatError, check_source, each_row, json_cell
+from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFormatError, each_row
+from jevkedro.nodes.sources import check_source, json_cell
 from jevkedro.nodes.validate import SUM_TOLERANCE, QuestionTable
 from jevkedro.protocol import NOUL_ORDER_FALSE_FIRST, SnapshotRow, Target
 

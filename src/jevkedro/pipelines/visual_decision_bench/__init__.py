@@ -46,16 +46,8 @@ from jevkedro import config
 from jevkedro.family import OUR_RECORD_SOURCE, Release, check_data_kind, check_record_stamp, expected_for, family_manifest, make_prepare
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.reference import reference_report
-from jevkedro.nodes.snapshot import (
-    PreparedView,
-    Snapshot,
-    SnapshotError,
-    SourceFormatError,
-    check_source,
-    count_rows,
-    read_jsonl,
-    sha256_file,
-)
+from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFormatError, count_rows, sha256_file
+from jevkedro.nodes.sources import check_source, read_jsonl
 from jevkedro.nodes.validate import QuestionTable
 from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, QUESTION_FIELDS, SnapshotRow, Target
 

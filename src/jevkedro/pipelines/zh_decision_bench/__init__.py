@@ -36,7 +36,8 @@ from jevkedro.nodes import compare as stats
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.layout import question_layout
 from jevkedro.nodes.reference import reference_report
-from jevkedro.nodes.snapshot import PreparedView, Snapshot, SourceFormatError, check_source, read_jsonl
+from jevkedro.nodes.snapshot import PreparedView, Snapshot, SourceFormatError
+from jevkedro.nodes.sources import check_source, read_jsonl
 from jevkedro.nodes.validate import QuestionTable
 from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, SnapshotRow, Target
 
