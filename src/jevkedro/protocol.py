@@ -158,10 +158,6 @@ class SnapshotRow:
                 raise ProtocolError(f"{self.request_id}/{qid}: target distribution length != {k}")
 
 
-_CELL_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def dumps(obj: Any) -> str:
-    """Compact, deterministic JSON for TSV cells (no raw tabs or newlines, non-ASCII kept):
-    ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)``."""
-    return _CELL_ENCODER.encode(obj)
+# dumps(obj): compact, deterministic JSON for TSV cells (no raw tabs or newlines, non-ASCII kept),
+# json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False) with one encoder.
+dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode

@@ -161,27 +161,22 @@ def _diff_counts(found: dict[str, Any], expected: dict[str, Any], prefix: str = 
 TSV_BLOCK_ROWS = 4096  # lines encoded, hashed and written at a time
 
 
-def _checked_id(row: SnapshotRow, seen: set[str]) -> str:
-    """Check one row (shape, unique request id without tabs or newlines) and record its id."""
-    row.check()
-    rid = row.request_id
-    if rid in seen:
-        raise SnapshotError(f"duplicate request_id {rid!r}")
-    if "\t" in rid or "\n" in rid or "\r" in rid:
-        raise SnapshotError(f"request_id {rid!r} contains a tab or newline")
-    seen.add(rid)
-    return rid
-
-
 def tsv_blocks(rows: Iterable[SnapshotRow]) -> Iterator[bytes]:
     """The snapshot TSV as UTF-8 blocks (header first, then ``TSV_BLOCK_ROWS`` lines at a time):
-    each row checked, each cell :func:`~jevkedro.protocol.dumps` of its value, each line ending in
-    a newline. A row that fails a check or an encoding raises its own error."""
+    each row checked (its shape; a unique request id without tabs or newlines), each cell
+    :func:`~jevkedro.protocol.dumps` of its value, each line ending in a newline. A row that fails
+    a check or an encoding raises its own error."""
     seen: set[str] = set()
     yield ("\t".join(COLUMNS) + "\n").encode("utf-8")
     lines: list[str] = []
     for row in rows:
-        rid = _checked_id(row, seen)
+        row.check()
+        rid = row.request_id
+        if rid in seen:
+            raise SnapshotError(f"duplicate request_id {rid!r}")
+        if "\t" in rid or "\n" in rid or "\r" in rid:
+            raise SnapshotError(f"request_id {rid!r} contains a tab or newline")
+        seen.add(rid)
         targets = {q: t.to_json() for q, t in row.targets.items()}
         lines.append("\t".join((rid, dumps(row.request), dumps(row.candidates), dumps(targets), dumps(row.slices),
                                 dumps(row.source))) + "\n")

@@ -38,6 +38,7 @@ from typing import Any
 
 from jevkedro.config import PrepareOptions
 from jevkedro.family import Release, check_data_kind, expected_for, family_manifest, make_prepare, wire_question
+from jevkedro.nodes.jsonparse import JSONTextError, parse_json
 from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFile, SourceFormatError, collector_paused
 from jevkedro.nodes.sources import check_source, read_source_document, read_source_object
 from jevkedro.nodes.validate import QuestionTable
@@ -59,8 +60,9 @@ DECISION_PAYLOADS = ("candidate_decisions", "calibration_decisions")
 
 def read_jsonl_gz(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], str, int]:
     """All ``(line, object)`` of a gzipped JSON-lines file, the sha256 and size of its uncompressed
-    bytes. Each line is read by the strict source reader (repeated keys and numbers no double
-    holds refused, naming file and line); lines end only at ``\\n``; blank lines are skipped."""
+    bytes. Each line is read by the one strict reader (:func:`~jevkedro.nodes.jsonparse.parse_json`);
+    a line it does not take as an exact object is refused by the source reader, naming file and line
+    (repeated keys and numbers no double holds included). Lines end only at ``\\n``; blank lines are skipped."""
     digest, out, size, name = hashlib.sha256(), [], 0, str(path)
     try:
         with gzip.open(path, "rb") as fh:
@@ -68,7 +70,14 @@ def read_jsonl_gz(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], str, in
                 digest.update(raw)
                 size += len(raw)
                 if raw.strip():
-                    out.append((lineno, read_source_object(f"{name}:{lineno}", raw)))
+                    try:
+                        parsed = parse_json(raw)
+                    except JSONTextError:
+                        parsed = None
+                    if parsed is not None and parsed.exact and type(parsed.value) is dict:
+                        out.append((lineno, parsed.value))
+                    else:  # refused: the source reader says why, naming file and line
+                        out.append((lineno, read_source_object(f"{name}:{lineno}", raw)))
     except (OSError, EOFError) as exc:
         raise SourceFormatError(f"{path}: not a readable gzip file ({exc})") from None
     return out, digest.hexdigest(), size
