@@ -224,17 +224,3 @@ def dumps_utf8(value: Any, **dumps_options: Any) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         return json.dumps(value, ensure_ascii=True, **dumps_options).encode("ascii")
-
-
-# Transitional, deleted once models/replay.py (the engine's) stops importing them: not a reader.
-NOT_FAST = object()
-
-
-def countable(raw: bytes) -> bool:
-    return not (b"\\\\" in raw and b"\\u" in raw) and not (
-        len(raw) >= LONG_DIGITS and raw.translate(_DIGITS_AS_ZERO).find(b"0" * LONG_DIGITS) >= 0)
-
-
-def fast_value(raw: bytes, known_countable: bool = False) -> Any:
-    taken, value = _msgspec_value(raw)
-    return value if taken else NOT_FAST
