@@ -111,11 +111,6 @@ def reason_kind(reason: Any) -> str:
     return "other"
 
 
-def sum_reason(total: float, tolerance: float) -> str:
-    """Why probabilities summing to ``total`` are invalid."""
-    return f"probabilities sum to {total:.6g}, outside 1 ± {tolerance}"
-
-
 class AnswersByQuestion(dict[str, Any]):
     """The answers of one body keyed by question id, as the model wrote them. ``entries``: for a
     list-shaped body, how many of its entries name each id (None for a dict-shaped body). Kept
@@ -198,7 +193,7 @@ def validate_answer(
     arr = np.array(values, dtype=float)
     total = float(arr.sum())
     if abs(total - 1.0) > tolerance + 1e-12:
-        return None, sum_reason(total, tolerance)
+        return None, f"probabilities sum to {total:.6g}, outside 1 ± {tolerance}"
     return arr / renormalising_divisor(total), None
 
 
