@@ -20,7 +20,6 @@ from jevkedro.config import PrepareOptions, parse_prepare_options
 from jevkedro.family import Release
 from jevkedro.nodes import output_lock
 from jevkedro.nodes.infer import PredictionLog
-from jevkedro.nodes.jsonparse import dumps_utf8
 from jevkedro.nodes.snapshot import (
     PreparedView,
     Snapshot,
@@ -30,6 +29,7 @@ from jevkedro.nodes.snapshot import (
     load_snapshot,
     snapshot_paths,
 )
+from jevkedro.nodes.validate import question_lines
 from jevkedro.registry import family_of
 
 
@@ -217,10 +217,7 @@ class JSONLinesDataset(AbstractDataset[list, list]):
         return out
 
     def save(self, data: list[dict[str, Any]]) -> None:
-        if hasattr(data, "jsonl"):  # per-question records write themselves column-wise (same records)
-            atomic_write_bytes(self.filepath, data.jsonl())
-            return
-        atomic_write_bytes(self.filepath, b"".join(dumps_utf8(rec) + b"\n" for rec in data))
+        atomic_write_bytes(self.filepath, question_lines(data))
 
     def _exists(self) -> bool:
         return self.filepath.is_file()

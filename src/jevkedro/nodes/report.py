@@ -25,9 +25,8 @@ import numpy as np
 
 from jevkedro.nodes import compare as stats
 from jevkedro.nodes import metrics as M
-from jevkedro.nodes.fast_validate import RequestColumns
 from jevkedro.nodes.snapshot import Snapshot, each_row
-from jevkedro.nodes.validate import QUESTION_STATUSES, QuestionTable, reason_kind
+from jevkedro.nodes.validate import QUESTION_STATUSES, QuestionTable, RequestColumns, reason_kind
 from jevkedro.registry import family_of
 
 log = logging.getLogger(__name__)
@@ -222,10 +221,10 @@ def build_report(
     official: Any,
 ) -> dict[str, Any]:
     """``report.json``. The request-level parts (coverage, latency, cost, run) come from the
-    columns the question table was judged with when it has them (``table.requests``), else
-    from ``predictions``."""
+    columns read from the records with the verdicts (``table.requests``); a table built by hand
+    has none, and they are read from ``predictions``."""
     request_ids = snapshot.request_ids
-    cols = table.requests if getattr(table, "requests", None) is not None else RequestColumns.of(predictions, request_ids)
+    cols = table.requests if table.requests is not None else RequestColumns.of(predictions, request_ids)
     resolved = sorted({m for m in cols.model if m})
     run_meta = run_meta or {}
     units, unit_name = resampling_units(snapshot, table)
