@@ -166,7 +166,7 @@ def test_leaderboard_filters_and_fits_100_columns(store, capsys):
     project, _, _ = store
     from jevkedro.summary import main
 
-    assert main([str(project / "data/08_reporting"), "--view", "zh_decision_bench", "--model", A, "--model", B]) == 0
+    assert main(["--root", str(project), "--view", "zh_decision_bench", "--model", A, "--model", B]) == 0
     out = capsys.readouterr().out
     assert all(len(line) <= 100 for line in out.splitlines() if str(project) not in line)
     assert "jevalt_bench" not in out and "broken" not in out
