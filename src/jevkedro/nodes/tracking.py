@@ -21,7 +21,8 @@ Layout (``docs/comparing.md`` shows it in the UI):
   ``result_digest``, ``superseded``, the project's version and git commit (``mlflow.source.git.commit``)
   and ``version.<package>`` of the packages that shape results.
 - **Reruns.** A run whose :attr:`ViewRun.result_digest` (params, metrics, snapshot) equals the
-  current run's is not logged again: the current run is reused. A changed result becomes the new
+  current run's is not logged again: the current run is reused, its tags set to the new ones
+  (``gates``, ``model_id``: a tag always describes the current result). A changed result becomes the new
   current run; the older one is tagged ``superseded=true`` (and ``superseded_by``) and moved to
   MLflow's *deleted* list, so the default (active) view shows one run per model; it stays in the
   store (``mlflow.MlflowClient().restore_run(id)`` brings it back).
@@ -488,8 +489,12 @@ def log_view_run(run: ViewRun, tracking_uri: str | None = None, context: Mapping
     previous = current_runs(client, exp_id, run.name)
     for old in previous:
         if old.info.status == "FINISHED" and old.data.tags.get("result_digest") == run.result_digest:
-            if "gates" in run.tags and old.data.tags.get("gates") != run.tags["gates"]:  # gates are not the result
-                client.set_tag(old.info.run_id, "gates", run.tags["gates"])
+            # the kept run's tags describe the current result (gates, model_id... are not in the digest)
+            stale = [RunTag(k, v) for k, v in run.tags.items() if old.data.tags.get(k) != v]
+            if stale:
+                client.log_batch(old.info.run_id, tags=stale)
+            if "gates" in old.data.tags and "gates" not in run.tags:
+                client.delete_tag(old.info.run_id, "gates")
             log.info("MLflow: %s / %s unchanged; current run %s kept", run.name, run.tags["view"], old.info.run_id)
             return old.info.run_id
     tags = {**run.tags, **{k: storable(v) for k, v in (context or {}).items()}, **live_tags()}
