@@ -51,18 +51,18 @@ def verify_snapshot(snapshot: Snapshot, prepare: Mapping[str, Any]) -> Snapshot:
 # hooks.CheckSettings) and is typed here: kedro-mlflow then logs it as flat ``model.*`` params.
 
 
-def infer(snapshot: Snapshot, predictions: PredictionLog, model: Mapping[str, Any]) -> dict[str, Any] | None:
+def infer(snapshot: Snapshot, predictions: PredictionLog, model: Mapping[str, Any]) -> dict[str, Any]:
     """Ask the configured model every request the predictions log has no final answer for (the
     log is appended to as answers arrive); returns the record of the inference run (``run.json``:
     identity, settings, what was asked), checked against the records it describes."""
     try:
         _infer.infer(snapshot, predictions, model)
-        return predictions.checked_meta()
+        return predictions.checked_meta() or {}  # never None: Kedro saves no None
     finally:
         predictions.close()
 
 
-def score(snapshot: Snapshot, predictions: PredictionLog, inference_run: Mapping[str, Any] | None,
+def score(snapshot: Snapshot, predictions: PredictionLog, inference_run: Mapping[str, Any],
           model: Mapping[str, Any], gates: dict | None = None) -> tuple[dict, dict | None, QuestionRecords]:
     """Validate every answer of the predictions log, compute the generic metrics and the family's
     ``official`` report, and check the view's regression gates (``report["gates"]``; the run fails
