@@ -21,7 +21,7 @@ repeated keys). Then, medians over ``--repeats``:
 - ``load cold`` / ``load warm``: ``load_snapshot`` + ``verify_snapshot_bytes`` without and with
   the layout cache; ``sha256sum`` of the TSV in the same run (the ideal for the hashing part);
 - ``log open``: ``PredictionLog(path)`` (every line checked, indexed), as the run's dataset loads it;
-- ``score node``: ``steps.score(snapshot, plog, model)`` on a loaded snapshot and an opened log
+- ``score node``: ``steps.score(snapshot, plog, plog.checked_meta(), model)`` on a loaded snapshot and an opened log
   (records decoded from the log's bytes): validation, generic metrics with every slice, the
   bootstrap intervals, risk-coverage, the family's report (see ``--view``), the report and the
   per-question records;
@@ -326,7 +326,7 @@ def score(work: Path, repeats: int) -> dict:
     model = {"name": "bench", "adapter": "replay"}
     stage("log open", lambda: PredictionLog(log_path), repeats, res)
     plog = PredictionLog(log_path)  # opened (every line checked, indexed) once, as the run's dataset does
-    report, official, qrecords = stage("score node", lambda: steps.score(snapshot, plog, model), repeats, res)
+    report, official, qrecords = stage("score node", lambda: steps.score(snapshot, plog, plog.checked_meta(), model), repeats, res)
     # the node's parts, one stage each: what the baseline also does (validation, overall metrics), then the rest
     table = stage("part: validation", lambda: build_question_table(snapshot, plog.records), repeats, res)
     # the per-question terms are kept on the table for the slices after it: computed afresh each repeat
@@ -346,7 +346,7 @@ def score(work: Path, repeats: int) -> dict:
         import cProfile
 
         prof = cProfile.Profile()
-        prof.runcall(steps.score, snapshot, plog, model)
+        prof.runcall(steps.score, snapshot, plog, plog.checked_meta(), model)
         prof.dump_stats(os.environ["BENCH_SCORING_PROFILE"])
     # side by side: the score node and the baseline alternate, so a slower phase of a shared machine
     # falls on both; the baseline's snapshot rows are decoded and its records parsed before its clock starts
@@ -364,7 +364,7 @@ def score(work: Path, repeats: int) -> dict:
         return out
 
     for _ in range(repeats):
-        timed("node", lambda: steps.score(snapshot, plog, model))
+        timed("node", lambda: steps.score(snapshot, plog, plog.checked_meta(), model))
         timed("validation+overall", lambda: M.summarize_table(build_question_table(snapshot, plog.records)))
         timed("open", lambda: PredictionLog(log_path))  # what the run's dataset does before the node
         records = None

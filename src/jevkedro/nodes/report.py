@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -324,18 +323,6 @@ def summary_line(report: Mapping[str, Any], width: int = LINE_WIDTH, model_width
         current = current + (" " if current in (head, " " * 6 + "↳") else "  ") + part
     lines.append(current)
     return "\n".join(line[:width] for line in lines)
-
-
-def summary_lines(reporting_root: str | Path = "data/08_reporting", views: list[str] | None = None,
-                  models: list[str] | None = None) -> list[str]:
-    """:func:`summary_line` of every report found (optionally only these views and models); a
-    report that cannot be read gives a line naming it (:func:`jevkedro.datasets.read_reports`)."""
-    from jevkedro.datasets import read_reports
-
-    found, broken = read_reports(reporting_root, views, models)
-    model_width = max((len(str(r["model"])) for r in found), default=0)
-    view_width = max((len(str(r["view"])) for r in found), default=0)
-    return [summary_line(r, model_width=model_width, view_width=view_width) for r in found] + broken
 
 
 # -- regression gates -------------------------------------------------------------------------------
