@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jevkedro.nodes import validate as V
-from jevkedro.nodes.infer import PredictionLog
+from jevkedro.nodes.predictions_log import PredictionLog
 from jevkedro.nodes.validate import build_question_table, question_records, reference_question_table
 from jevkedro.protocol import SnapshotRow, Target
 

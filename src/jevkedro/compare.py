@@ -31,8 +31,8 @@ import numpy as np
 
 from jevkedro.datasets import BrokenFileError, read_json_document
 from jevkedro.nodes import compare as stats
-from jevkedro.nodes.infer import PredictionLog
 from jevkedro.nodes.plots import comparison_reliability_figure, figure_png, slice_differences_figure
+from jevkedro.nodes.predictions_log import PredictionLog
 from jevkedro.nodes.report import resampling_units
 from jevkedro.nodes.snapshot import atomic_write_bytes, atomic_write_json, load_snapshot
 from jevkedro.nodes.validate import build_question_table

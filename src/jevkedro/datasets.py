@@ -19,8 +19,8 @@ from kedro_datasets._typing import JSONPreview, TablePreview
 from jevkedro.config import PrepareOptions, parse_prepare_options
 from jevkedro.family import Release
 from jevkedro.nodes import output_lock
-from jevkedro.nodes.infer import PredictionLog
 from jevkedro.nodes.jsonparse import dumps_utf8
+from jevkedro.nodes.predictions_log import PredictionLog
 from jevkedro.nodes.snapshot import (
     PreparedView,
     Snapshot,

@@ -25,10 +25,10 @@ from kedro.config import MissingConfigException
 from kedro.framework.hooks import hook_impl
 
 from jevkedro import console
-from jevkedro.config import check_parameters
 from jevkedro.nodes import output_lock
 from jevkedro.nodes.report import summary_line
 from jevkedro.nodes.tracking import environment_tags, fail_stale_runs, jevkedro_experiment_ids, live_tags, log_failed_view_run, track
+from jevkedro.parameters import check_parameters
 from jevkedro.redaction import redact_registered, register_secret
 from jevkedro.registry import VIEWS
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jevkedro.config import AdapterOptions
+from jevkedro.models.settings import AdapterOptions
 
 # Request-level outcomes written to the predictions log.
 STATUSES = ("ok", "unsupported", "error", "unattempted")

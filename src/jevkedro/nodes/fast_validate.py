@@ -566,6 +566,6 @@ def question_records_jsonl(records: QuestionRecords) -> bytes:
     try:
         return _LINES.encode_lines(lines)
     except (TypeError, ValueError, msgspec.EncodeError):
-        from jevkedro.nodes.infer import utf8_json_line
+        from jevkedro.nodes.predictions_log import utf8_json_line
 
         return b"".join(map(utf8_json_line, records))
