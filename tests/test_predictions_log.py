@@ -132,7 +132,7 @@ def test_the_log_index_is_never_walked_by_the_cycle_collector(tmp_path):
 
 
 def _five_rows_and_their_log(tmp_path):
-    """Five noul requests and a log answering each."""
+    """Five noul requests and the path of a log answering each."""
     from jevkedro.protocol import SnapshotRow, Target
 
     rows = [SnapshotRow(f"r{i}", {"state": "s", "questions": {"q": {"type": "noul"}}}, {"q": ["true", "false"]},
@@ -141,7 +141,7 @@ def _five_rows_and_their_log(tmp_path):
     for i in range(5):
         plog.append({"request_id": f"r{i}", "status": "ok", "response": {"answers": {"q": {"noul": 0.25}}}})
     plog.close()
-    return rows, PredictionLog(plog.path)
+    return rows, plog.path
 
 
 @pytest.mark.parametrize("damage, why", [
@@ -150,16 +150,16 @@ def _five_rows_and_their_log(tmp_path):
     (lambda line: line.replace(b'"status":"ok"', b'"status":"no"'), "status 'no' is not one of"),
 ])
 def test_a_damaged_line_is_refused_by_the_scorer_naming_file_and_line(tmp_path, damage, why):
-    """The scorer reads the log once, as it is on disk: a line that is no record is refused naming
+    """The scorer's log is read once, as it is on disk: a line that is no record is refused naming
     the file and the line, never scored by guesswork."""
     from jevkedro.nodes.validate import build_question_table
 
-    rows, log = _five_rows_and_their_log(tmp_path)
-    lines = log.path.read_bytes().split(b"\n")
+    rows, path = _five_rows_and_their_log(tmp_path)
+    lines = path.read_bytes().split(b"\n")
     lines[2] = damage(lines[2])
-    log.path.write_bytes(b"\n".join(lines))
+    path.write_bytes(b"\n".join(lines))
     with pytest.raises(PredictionLogError, match=rf"p\.jsonl:3: not a prediction record: {why}"):
-        build_question_table(rows, log.records)
+        build_question_table(rows, PredictionLog(path).records)
 
 
 def test_a_reader_never_cuts_a_torn_tail_only_the_writer_does(tmp_path, caplog):
@@ -175,3 +175,18 @@ def test_a_reader_never_cuts_a_torn_tail_only_the_writer_does(tmp_path, caplog):
     reader.append(record_of("c", body(2), {}))
     reader.close()
     assert path.read_bytes() == whole + encode_record(record_of("c", body(2), {}))
+
+
+def test_the_records_of_an_opened_log_follow_its_writes(tmp_path):
+    """The records read at opening serve a reader until the log is written; after a write (an
+    answer appended, a compaction) they are the file's again."""
+    plog = PredictionLog(tmp_path / "p.jsonl")
+    plog.append(record_of("a", body(0), {}))
+    plog.close()
+    opened = PredictionLog(plog.path)
+    assert list(opened.records) == ["a"]
+    opened.append(record_of("b", body(1), {}))
+    assert list(opened.records) == ["a", "b"]
+    opened.append({**record_of("a", body(2), {}), "status": "error"})
+    opened.compact(["b", "a"])
+    assert [(rid, r["status"]) for rid, r in opened.records.items()] == [("b", "ok"), ("a", "error")]

@@ -117,7 +117,8 @@ def validation_problems(exc: ValidationError, model: type[BaseModel], prefix: st
         key = prefix + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
         if err["type"] == "extra_forbidden":
             parent = _model_at(model, loc[:-1]) if len(loc) > 1 else None
-            known = (parent[0].model_fields[parent[1]].annotation.model_fields if parent else model.model_fields)
+            known = (getattr(parent[0].model_fields[parent[1]].annotation, "model_fields", {}) if parent
+                     else model.model_fields)
             out.append(unknown_key_problem(key[: len(key) - len(str(loc[-1]))], str(loc[-1]), known))
             continue
         target = _model_at(model, loc)
@@ -179,7 +180,9 @@ def prepare_options_model(view: str) -> type[PrepareOptions]:
 def parse_prepare_options(view: str, values: Mapping[str, Any] | PrepareOptions | None) -> PrepareOptions:
     if isinstance(values, PrepareOptions):
         return values
-    return parse_group(prepare_options_model(view), values, f"{view}.prepare.")
+    options = parse_group(prepare_options_model(view), values, f"{view}.prepare.")
+    assert isinstance(options, PrepareOptions)
+    return options
 
 
 # -- regression gates ------------------------------------------------------------------------------

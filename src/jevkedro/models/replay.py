@@ -18,7 +18,8 @@ read with :func:`jevkedro.nodes.jsonparse.parse_json`, so:
   ``run.json`` (``replay``), in the report and as a warning: they are never scored.
 
 The file is read once, at setup (or when the run's identity is taken): its sha256 in ``run.json``
-is that of the bytes answered from, and every line is parsed once, before anything is asked.
+is that of the bytes answered from. Every line is checked then, before anything is asked, and
+parsed again when its request is answered (only the line's bytes are kept in between).
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ log = logging.getLogger(__name__)
 
 BOM = b"\xef\xbb\xbf"
 UNKNOWN_IDS_NAMED = 10  # how many unknown request ids the run metadata names (all are counted)
-_Recorded = tuple[Any, list[list[Any]], str | None]  # the response, the paths repeated in it, the line when reading changed it
 
 
 class ReplayAdapter(Adapter):
@@ -57,7 +57,7 @@ class ReplayAdapter(Adapter):
         if not path:
             raise ValueError("the replay adapter needs model.path=<answers.jsonl>")
         self.path = Path(path)
-        self._answers: dict[str, _Recorded] | None = None  # request id -> its line, as read
+        self._lines: dict[str, bytes] | None = None  # request id -> its line, as read
         self._n_lines = 0
         self._sha256 = ""
 
@@ -90,7 +90,7 @@ class ReplayAdapter(Adapter):
 
     def setup(self) -> None:
         """Read the file once: every line parsed (lines end only at ``\\n``), the first fault refused."""
-        if self._answers is not None:
+        if self._lines is not None:
             return
         if not self.path.is_file():
             raise FileNotFoundError(f"replay file not found: {self.path} (model.path)")
@@ -98,36 +98,37 @@ class ReplayAdapter(Adapter):
         sha256 = hashlib.sha256(data).hexdigest()
         if data.startswith(BOM):
             data = data[len(BOM):]
-        answers: dict[str, _Recorded] = {}
+        lines: dict[str, bytes] = {}
         first_line: dict[str, int] = {}
         for lineno, line in enumerate(data.split(b"\n"), start=1):
             if not line.strip():
                 continue
-            rid, parsed = self._read(lineno, line)
+            rid, _ = self._read(lineno, line)
             if rid in first_line:
                 raise self._error(lineno, f"request_id {rid!r} repeats line {first_line[rid]}; a replay file "
                                           "has one line per request")
             first_line[rid] = lineno
-            # repeats inside the response, as paths from the body's top; a repeated "response" key
-            # of the line stays ["response"]: a path outside answers/<id> touches every question
-            repeats = [list(p[1:]) if len(p) > 1 else list(p) for p in parsed.duplicate_keys if p[0] == "response"]
-            answers[rid] = (parsed.value["response"], repeats, None if parsed.exact else line.decode("utf-8"))
-        self._answers, self._n_lines, self._sha256 = answers, len(answers), sha256
+            lines[rid] = line
+        self._lines, self._n_lines, self._sha256 = lines, len(lines), sha256
 
-    def _loaded(self) -> dict[str, _Recorded]:
+    def _loaded(self) -> dict[str, bytes]:
         self.setup()
-        assert self._answers is not None
-        return self._answers
+        assert self._lines is not None
+        return self._lines
 
     def has(self, request_id: str) -> bool:
         return request_id in self._loaded()
 
     def answer(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
-        recorded = self._loaded().get(request_id)
-        if recorded is None:
+        line = self._loaded().get(request_id)
+        if line is None:
             return AdapterResult(status="unattempted")
-        body, repeats, raw = recorded
-        return self._result(body, {"duplicate_keys": repeats} if repeats else {}, raw)
+        _, parsed = self._read(0, line)  # accepted at setup
+        # repeats inside the response, as paths from the body's top; a repeated "response" key
+        # of the line stays ["response"]: a path outside answers/<id> touches every question
+        repeats = [list(p[1:]) if len(p) > 1 else list(p) for p in parsed.duplicate_keys if p[0] == "response"]
+        return self._result(parsed.value["response"], {"duplicate_keys": repeats} if repeats else {},
+                            None if parsed.exact else line.decode("utf-8"))
 
     def _result(self, body: Any, meta: dict[str, Any] | None = None, raw: str | None = None) -> AdapterResult:
         model = usage = None

@@ -27,8 +27,8 @@ PositiveFloat = Annotated[StrictFloat, Gt(0)]
 
 # -- the engine ------------------------------------------------------------------------------------
 
-RETRY_KINDS = ("429", "5xx", "timeout", "connection")
 RetryKind = Literal["429", "5xx", "timeout", "connection"]
+RETRY_KINDS: tuple[RetryKind, ...] = ("429", "5xx", "timeout", "connection")
 FSYNC_POLICIES = ("always", "interval", "never")
 EXECUTORS = ("local", "dask")
 

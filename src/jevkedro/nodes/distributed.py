@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import atexit
 import hashlib
-import io
 import json
 import logging
 import os
@@ -159,7 +158,7 @@ def read_shard(url: str) -> list[dict[str, Any]]:
     """The records of a shard file, read as the predictions log is read (a cut last line refused)."""
     fs, path = _fs(url)
     try:
-        return [rec for _, _, rec in read_records(io.BytesIO(fs.cat_file(path)), url, _FIX_SHARD, whole=True)]
+        return [rec for _, _, rec in read_records(fs.cat_file(path), url, _FIX_SHARD, whole=True)]
     except PredictionLogError as exc:
         raise ShardFileError(str(exc)) from None
 

@@ -2,11 +2,12 @@
 
 A record is written by :func:`encode_record` and read by :func:`read_records` (the strict JSON
 reader, :func:`~jevkedro.nodes.jsonparse.parse_json`); Dask shard files hold the same lines. Lines
-end only at ``\\n`` (a U+2028 inside a string is part of its line). While a run appends, only a
-small :class:`LogEntry` per request is kept (the index); scoring reads the records once, in log
-order (:attr:`PredictionLog.records`). A line that is not a record is refused naming file and
-line; a last line without its newline (a killed write) is dropped with a warning, and cut from the
-file only by the writer. ``run.json`` beside the log names the identity that wrote its records.
+end only at ``\\n`` (a U+2028 inside a string is part of its line). Opening a log reads it once, in
+order, checking every line; scoring decodes each record from the bytes of that read, and while a
+run appends only a small :class:`LogEntry` per request is kept (the index). A line that
+is not a record is refused naming file and line; a last line without its newline (a killed write)
+is dropped with a warning, and cut from the file only by the writer. ``run.json`` beside the log
+names the identity that wrote its records.
 """
 
 from __future__ import annotations
@@ -72,18 +73,18 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def utf8_json_line(value: Any, separators: tuple[str, str] | None = None) -> bytes:
+def utf8_json_line(value: Any, separators: tuple[str, str] | None = None, **options: Any) -> bytes:
     """``value`` as one JSON line of valid UTF-8 (:func:`~jevkedro.nodes.jsonparse.dumps_utf8`;
     NaN and infinities as ``NaN``/``Infinity``, so the reader judges the number, not a null)."""
     try:
-        return dumps_utf8(value, separators=separators) + b"\n"
+        return dumps_utf8(value, separators=separators, **options) + b"\n"
     except ValueError:  # an integer past Python's digit limit
-        return dumps_utf8(_json_safe(value), separators=separators) + b"\n"
+        return dumps_utf8(_json_safe(value), separators=separators, **options) + b"\n"
 
 
 def encode_record(record: Mapping[str, Any]) -> bytes:
     """The one writer of a record: a compact JSON line."""
-    return utf8_json_line(record, (",", ":"))
+    return utf8_json_line(record, (",", ":"), check_circular=False)  # records are trees: parsed JSON
 
 
 def _problem(request_id: Any, status: Any) -> str | None:
@@ -113,26 +114,29 @@ def decode_record(line: bytes) -> dict[str, Any]:
     return rec
 
 
-def read_records(fh: IO[bytes], name: str | Path, fix: str = FIX_LINE,
+def read_records(data: bytes, name: str | Path, fix: str = FIX_LINE,
                  whole: bool = False) -> Iterator[tuple[int, int, dict[str, Any]]]:
-    """``(byte offset, line length, record)`` of every record line of ``fh``, in order; blank lines
-    are skipped. A line that is not a record raises :class:`PredictionLogError` naming ``name``,
-    the line and ``fix``. A last line without its newline is dropped with a warning (a write cut
-    short), or refused when the file is written ``whole`` (a shard file)."""
-    offset = 0
-    for lineno, line in enumerate(fh, start=1):
-        if not line.endswith(b"\n"):
+    """``(byte offset, line length, record)`` of every record line of ``data`` (a file's bytes), in
+    order; blank lines are skipped. A line that is not a record raises :class:`PredictionLogError`
+    naming ``name``, the line and ``fix``. A last line without its newline is dropped with a warning
+    (a write cut short), or refused when the file is written ``whole`` (a shard file)."""
+    offset, lineno = 0, 0
+    while offset < len(data):
+        lineno += 1
+        end = data.find(b"\n", offset) + 1
+        if not end:
             if whole:
                 raise PredictionLogError(f"{name}:{lineno}: not a prediction record: cut short (no newline); {fix}")
-            log.warning("%s: dropping a torn last line (%d bytes)", name, len(line))
+            log.warning("%s: dropping a torn last line (%d bytes)", name, len(data) - offset)
             return
+        line = data[offset:end]
         if line.strip():
             try:
                 rec = decode_record(line)
             except ValueError as exc:
                 raise PredictionLogError(f"{name}:{lineno}: not a prediction record: {exc}; {fix}") from None
-            yield offset, len(line), rec
-        offset += len(line)
+            yield offset, end - offset, rec
+        offset = end
 
 
 def summarize(entries: Iterable[LogEntry]) -> dict[str, Any]:
@@ -164,18 +168,39 @@ def _entry(rec: Mapping[str, Any], offset: int, length: int) -> LogEntry:
 
 # -- the log ---------------------------------------------------------------------------------------
 
+class LogRecords(Mapping[str, dict[str, Any]]):
+    """The records of one read of a log by request id, in log order: each decoded from the bytes
+    read (:func:`decode_record`) when it is asked for, so no tree per record is held."""
+
+    def __init__(self, data: bytes, index: dict[str, LogEntry]) -> None:
+        self._data, self._index = data, index
+
+    def __getitem__(self, rid: str) -> dict[str, Any]:
+        e = self._index[rid]
+        return decode_record(self._data[e.offset: e.offset + e.length])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __contains__(self, rid: object) -> bool:
+        return rid in self._index
+
+
 class PredictionLog:
     """Append-only JSONL of prediction records for one (model, view), tolerant of a torn tail.
 
-    Opening reads the index (:attr:`index`: request id -> :class:`LogEntry` of its latest line),
-    checking every line; :attr:`records` reads every request's latest record, in log order, in one
-    more pass (scoring's). Only the writer (:meth:`append`, :meth:`compact`) changes the file.
+    Opening reads the file once, checking every line, into the index (:attr:`index`: request id ->
+    :class:`LogEntry` of its latest line); the bytes read serve :attr:`records` until the log is
+    first written, from then on only the index is held. Only the writer (:meth:`append`,
+    :meth:`compact`) changes the file.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.meta_path = self.path.with_name("run.json")
-        self._records: dict[str, dict[str, Any]] | None = None
         self._fh: IO[bytes] | None = None
         self._end = 0
         self.fsync_policy = "interval"
@@ -183,38 +208,41 @@ class PredictionLog:
         self._last_sync = 0.0
         self.identity: str | None = None  # the digest appended records are stamped with
         self.adopt_unstamped = False  # whether records without a stamp count as this identity's
-        # every line checked: a log that is not one is refused at once; the writer cuts what follows
-        # the last record's line (a torn tail)
-        self.index, _, self._whole_end = self._read(keep_records=False)
+        self.index: dict[str, LogEntry] = {}
+        self._data: bytes | None = None  # the bytes of the last read, while they are the file's
+        self._whole_end = 0  # where the last record's line ends: the writer cuts what follows (a torn tail)
+        self._read()  # every line checked: a log that is not one is refused at once
 
     def configure(self, fsync: str = "interval", fsync_interval_s: float = 1.0) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"model.fsync must be one of {FSYNC_POLICIES}, got {fsync!r}")
         self.fsync_policy, self.fsync_interval_s = fsync, float(fsync_interval_s)
 
-    # -- reading: one pass over the file
-
-    def _read(self, keep_records: bool) -> tuple[dict[str, LogEntry], dict[str, dict[str, Any]], int]:
-        """One pass over the file: the index (or the records) and where the last record's line ends."""
+    def _read(self) -> None:
+        """One pass over the file: the index, the bytes read and where the last record's line ends."""
+        data = self.path.read_bytes() if self.path.is_file() else b""
         index: dict[str, LogEntry] = {}
-        records: dict[str, dict[str, Any]] = {}
         end = 0
-        if self.path.is_file():
-            with open(self.path, "rb") as fh:
-                for offset, length, rec in read_records(fh, self.path):
-                    if keep_records:
-                        records[rec["request_id"]] = rec
-                    else:
-                        index[rec["request_id"]] = _entry(rec, offset, length)
-                    end = offset + length
-        return index, records, end
+        for offset, length, rec in read_records(data, self.path):
+            index[rec["request_id"]] = _entry(rec, offset, length)
+            end = offset + length
+        self.index, self._data, self._whole_end = index, data, end
+
+    def _written(self) -> None:
+        """The file is about to change: the bytes read no longer describe it. (A :class:`LogRecords`
+        handed out keeps its own bytes and index.)"""
+        if self._data is not None:
+            self._data, self.index = None, dict(self.index)
 
     @property
-    def records(self) -> dict[str, dict[str, Any]]:
-        """Every request's latest record by request id, in log order (read once; a write drops it)."""
-        if self._records is None:
-            self._records = self._read(keep_records=True)[1]
-        return self._records
+    def records(self) -> LogRecords:
+        """Every request's latest record by request id, in log order (the file is read again when
+        it was written since it was read)."""
+        if self._data is None:
+            self.close()
+            self._read()
+        assert self._data is not None
+        return LogRecords(self._data, self.index)
 
     def meta(self) -> dict[str, Any] | None:
         """The run's identity and settings (``run.json``), or None when there is none."""
@@ -282,7 +310,8 @@ class PredictionLog:
 
     def reset(self) -> None:
         self.close()
-        self.index, self._records, self._whole_end = {}, None, 0
+        self._written()
+        self.index, self._whole_end = {}, 0
         self.path.unlink(missing_ok=True)
 
     def set_aside(self) -> Path | None:
@@ -294,8 +323,9 @@ class PredictionLog:
             return None
         stamps = sorted(str(i) for i in self.identities() if i is not None) or ["unstamped"]
         target = self.path.with_name(f"{self.path.stem}.{'+'.join(stamps)[:40]}.superseded{self.path.suffix}")
+        self._written()
         os.replace(self.path, target)
-        self.index, self._records, self._whole_end = {}, None, 0
+        self.index, self._whole_end = {}, 0
         return target
 
     def _open(self) -> IO[bytes]:
@@ -314,6 +344,7 @@ class PredictionLog:
         if self.identity is not None and record.get(IDENTITY_FIELD) != self.identity:
             record = {**record, IDENTITY_FIELD: self.identity}
         if self._fh is None:
+            self._written()
             self._fh = self._open()
         data = encode_record(record)
         offset = self._end
@@ -329,7 +360,6 @@ class PredictionLog:
             os.fsync(fd)
             self._last_sync = now
         self.index[rid] = _entry(record, offset, len(data))
-        self._records = None
 
     def sync(self) -> None:
         if self._fh is not None:
@@ -345,12 +375,14 @@ class PredictionLog:
         """Rewrite atomically: one line per request (its latest), in ``order``; requests not in
         ``order`` are dropped. Lines are copied byte for byte from the old file, one at a time."""
         self.close()
+        self._written()
         old = self.index
         kept = [(rid, old[rid]) for rid in order if rid in old]
         new: dict[str, LogEntry] = {}
         at = 0
         with (open(self.path, "rb") if kept else nullcontext()) as src, atomic_writer(self.path) as dst:
             for rid, e in kept:
+                assert src is not None
                 line = os.pread(src.fileno(), e.length, e.offset)
                 if len(line) != e.length or not line.endswith(b"\n"):
                     raise PredictionLogError(f"{self.path}: changed while it was being compacted "
@@ -358,4 +390,4 @@ class PredictionLog:
                 dst.write(line)
                 new[rid] = LogEntry(e.status, e.snapshot_sha256, e.cost_usd, at, e.length, e.identity)
                 at += e.length
-        self.index, self._records, self._whole_end = new, None, at
+        self.index, self._whole_end = new, at
