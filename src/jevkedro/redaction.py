@@ -25,7 +25,12 @@ What counts as the key (:class:`Redactor`):
   the key is found inside the encoding of a longer text too (``Basic``/``Bearer`` blobs), padded
   or not (the part of an encoding that depends only on the key's bytes is searched);
 - a string whose percent-decoding, JSON-unescaping or HTML-unescaping holds the key is replaced
-  whole.
+  whole;
+- a string holding, once whitespace, zero-width and separator characters (``: - _ . / , ; |``)
+  are dropped and case is folded, the whole key, the key reversed, its ROT13, its hexadecimal
+  (UTF-8 or UTF-16), its base32, or (case kept) its base64 of UTF-8 or UTF-16, is replaced whole;
+  an all-digit key also in a JSON number (:meth:`Redactor.value`). That is the list: a server can
+  always re-encode what it was sent in a way no redactor enumerates (docs/reliability.md).
 
 **Public strings are kept.** A string of the parsed body that equals a string of the request the
 client sent (snapshot data: question ids, candidate keys, states, level names), a candidate key,
@@ -38,11 +43,15 @@ key happens to be ``true`` or ``answers``. Everything else that holds the key be
 from __future__ import annotations
 
 import base64
+import codecs
+import functools
 import html
 import json
 import logging
 import re
+import sys
 import threading
+import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import quote, quote_plus, unquote_plus
@@ -79,6 +88,36 @@ def _base64_cores(key: bytes) -> list[str]:
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _ESCAPES = ("\\", "%", "&")  # a text without any of these has no other reading than itself
 _MAX_DEPTH = 3  # readings of readings searched (a JSON document inside a JSON string, percent-encoded)
+
+
+@functools.cache
+def _separators() -> dict[int, None]:
+    """Whitespace, zero-width/format characters and the separators a key may be spelt with
+    (made on first use: only a run with a key needs it)."""
+    drop = {ord(c): None for c in ":-_./,;|"}
+    for code in range(sys.maxunicode + 1):
+        if unicodedata.category(chr(code)) in ("Zs", "Zl", "Zp", "Cc", "Cf"):
+            drop[code] = None
+    return drop
+
+
+
+def _squeezed(text: str) -> str:
+    """``text`` without whitespace, zero-width and separator characters (case kept)."""
+    return text.translate(_separators())
+
+
+def _spellings(key: str) -> tuple[list[str], list[str]]:
+    """The key's whole spellings searched in squeezed text: case folded, and case kept (base64)."""
+    raw = key.encode("utf-8")
+    utf16 = [key.encode("utf-16-le"), key.encode("utf-16-be")]
+    folded = {key, key[::-1], codecs.encode(key, "rot13"), raw.hex(), *(u.hex() for u in utf16)}
+    for offset in range(5):  # base32 at each alignment: the characters that depend on the key alone
+        encoded = base64.b32encode(b"\0" * offset + raw).decode("ascii")
+        folded.add(encoded[-(-8 * offset // 5): 8 * (offset + len(raw)) // 5])
+    kept = {core for data in (raw, *utf16) for core in _base64_cores(data)}
+    fold = sorted({_squeezed(f).casefold() for f in folded} - {""}, key=len, reverse=True)
+    return fold, sorted({_squeezed(k) for k in kept} - {""}, key=len, reverse=True)
 
 
 def _lower(text: str) -> str:
@@ -121,6 +160,9 @@ class Redactor:
                    "".join(f"\\u{ord(c):04x}" for c in key), key.replace("/", "\\/")}
         self._encoded = sorted({_lower(e) for e in encoded} - {self._low})
         self._b64 = _base64_cores(raw)
+        # whole spellings in squeezed text, for keys long enough that squeezing cannot forge one
+        self._folded, self._kept = _spellings(key) if len(_squeezed(key)) >= FRAGMENT else ([], [])
+        self._digits = key if key.isdigit() and len(key) >= FRAGMENT else None
 
     def __bool__(self) -> bool:
         return self.key is not None
@@ -149,12 +191,20 @@ class Redactor:
             found += [(at, at + len(needle)) for at in _find_all(text, needle)]
         return _merged(found)
 
+    def spelt(self, text: str) -> bool:
+        """Whether ``text``, squeezed (and case folded), holds one of the key's whole spellings."""
+        if not self._folded or not text:
+            return False
+        squeezed = _squeezed(text)
+        folded = squeezed.casefold()
+        return any(n in folded for n in self._folded) or any(n in squeezed for n in self._kept)
+
     def holds(self, text: str, depth: int = 0) -> bool:
         """Whether ``text`` holds the key in any encoding, also inside its other readings
         (percent-decoded, JSON-unescaped, HTML-unescaped) and inside the JSON strings it quotes."""
         if not self or not text:
             return False
-        if self.spans(text):
+        if self.spans(text) or self.spelt(text):
             return True
         if depth >= _MAX_DEPTH or not any(e in text for e in _ESCAPES):
             return False
@@ -180,7 +230,7 @@ class Redactor:
         if any(e in text for e in _ESCAPES):
             found += [(a, b) for a, b, inner in _escaped_tokens(text) if self.holds(inner, 1)]
         if not found:
-            return text
+            return REDACTED if self.spelt(text) else text
         out = _replaced(text, _merged(found))
         return REDACTED if self.holds(out) else out
 
@@ -201,6 +251,8 @@ class Redactor:
             return obj
         if isinstance(obj, str):
             return self.string(obj, public)
+        if self._digits and isinstance(obj, (int, float)) and not isinstance(obj, bool):
+            return REDACTED if self._digits in _squeezed(repr(obj)) else obj
         if isinstance(obj, Mapping):
             changed, items = False, []
             for k, v in obj.items():
@@ -360,3 +412,52 @@ def install_log_filter() -> None:
 
         logging.setLogRecordFactory(factory)
         _installed = True
+
+
+# -- keys that cannot be sent, and keys where a setting's value should be ---------------------------
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def header_problem(key: str) -> str | None:
+    """Why ``key`` cannot be sent as ``Authorization: Bearer <key>`` (None: it can). Never
+    includes the key: a line break or control character would inject a header line, a character
+    outside printable ASCII has no agreed encoding in a header value."""
+    for at, ch in enumerate(key):
+        if ch in "\r\n":
+            return f"a line break at character {at + 1}"
+        if ord(ch) < 0x20 or ord(ch) == 0x7F:
+            return f"a control character at character {at + 1}"
+        if ord(ch) > 0x7E:
+            return f"a character outside printable ASCII at character {at + 1}"
+        if ch == " ":
+            return f"a space at character {at + 1}"
+    return None if key else "nothing (it is empty)"
+
+
+def is_env_name(name: str) -> bool:
+    """Whether ``name`` can name an environment variable (letters, digits and ``_``, not a digit first)."""
+    return bool(_ENV_NAME.match(name))
+
+
+def settings_holding(values: Mapping[str, Any], keys: Iterable[str]) -> list[str]:
+    """The names of the settings (flat ``name -> value``) whose value holds one of ``keys`` in any
+    spelling :class:`Redactor` knows: a key's value belongs in the environment, never in a setting."""
+    redactors = [Redactor(k) for k in keys if k and len(k) >= FRAGMENT]
+    found = []
+    for name, value in values.items():
+        if any(r.holds(t) or (r._digits is not None and r._digits in t) for r in redactors for t in _texts(value)):
+            found.append(name)
+    return found
+
+
+def _texts(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _texts(v)]
+    if isinstance(value, Mapping):
+        return [t for v in value.values() for t in _texts(v)]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return [repr(value)]
+    return []

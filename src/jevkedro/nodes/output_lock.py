@@ -6,12 +6,13 @@ compact the log, and no report would be written. So whatever writes a folder's o
 takes the folder's lock, and a second process is refused at once with a message naming the
 folder and the process that holds it (pid, host, start time, command).
 
-The lock is ``fcntl.flock`` on ``<folder>/.jevkedro.lock`` (the predictions folder,
-``data/07_model_output/<model>/<view>``, which stands for the pair's report folder too); the file
-holds the holder's pid, host, start time and command, and is removed when the lock is let go. The
-kernel releases the lock when the holding process ends, however it ends (SIGKILL included), so the
-file a dead run leaves behind never blocks the next one. (A lock taken on a file that was removed
-meanwhile is dropped and taken again on the new file, so two processes never both hold one.)
+The lock is ``fcntl.flock`` on the folder itself (the predictions folder,
+``data/07_model_output/<model>/<view>``, which stands for the pair's report folder too), so it holds
+whatever happens to any file in it: a lock on a file would be lost with the file (removed, a second
+run creates and locks a new one). ``<folder>/.jevkedro.lock`` only tells who holds it (pid, host,
+start time, command) and is removed when the lock is let go. The kernel releases the lock when the
+holding process ends, however it ends (SIGKILL included), so what a dead run leaves behind never
+blocks the next one. A folder replaced while it was being locked is locked again at its path.
 ``flock`` is local to a machine (on NFS it is emulated with POSIX locks, which works with NFSv4);
 runs sharing an output folder across machines need a filesystem that honours it.
 
@@ -31,7 +32,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ class OutputFolderBusy(RuntimeError):
 
 class _Held:
     def __init__(self, fd: int) -> None:
-        self.fd, self.count, self.claimed = fd, 0, False
+        self.fd, self.count, self.claimed = fd, 0, False  # fd: the locked folder
 
 
 _REGISTRY: dict[Path, _Held] = {}
@@ -66,15 +67,15 @@ def _holder_details() -> dict[str, Any]:
             "command": redact_registered(command[:500])}
 
 
-def _read_holder(fd: int) -> dict[str, Any] | None:
+def _read_holder(path: Path) -> dict[str, Any] | None:
     deadline = time.monotonic() + _HOLDER_WAIT_S
     while True:
-        data = os.pread(fd, 4096, 0)
         try:
-            holder = json.loads(data.decode("utf-8"))
+            with open(path, "rb") as f:
+                holder = json.loads(f.read(4096).decode("utf-8"))
             if isinstance(holder, dict):
                 return holder
-        except (ValueError, UnicodeDecodeError):
+        except (OSError, ValueError, UnicodeDecodeError):
             pass
         if time.monotonic() >= deadline:
             return None
@@ -92,12 +93,12 @@ def _acquire(folder: Path) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     path = lock_path(folder)
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = _read_holder(fd)
             os.close(fd)
+            holder = _read_holder(path)
             raise OutputFolderBusy(
                 f"{folder}: another run is writing this output folder ({describe_holder(holder)}); "
                 f"one output folder has one writer: wait for that run to end (or stop it), or give this run its "
@@ -106,15 +107,16 @@ def _acquire(folder: Path) -> int:
             os.close(fd)
             raise
         try:
-            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+            same = os.fstat(fd).st_ino == os.stat(folder).st_ino
         except FileNotFoundError:
             same = False
         if same:
             break
-        os.close(fd)  # the holder removed the file as we locked it: lock the file now at that path
+        os.close(fd)  # the folder was replaced as we locked it: lock the one now at that path
     data = (json.dumps(_holder_details()) + "\n").encode("utf-8")
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, data, 0)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
     return fd
 
 
@@ -133,7 +135,8 @@ def _drop(key: Path, held: _Held) -> None:
     if held.count <= 0 and not held.claimed:
         del _REGISTRY[key]
         try:
-            lock_path(key).unlink(missing_ok=True)  # removed while still locked (see the module docstring)
+            with suppress(OSError):  # removed while still locked: never names a run that ended
+                lock_path(key).unlink(missing_ok=True)
             fcntl.flock(held.fd, fcntl.LOCK_UN)
         finally:
             os.close(held.fd)

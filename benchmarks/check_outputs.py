@@ -1,0 +1,121 @@
+"""Digests of every output a user keeps, to show a refactoring changed none of them.
+
+For a checkout's code (``--src``, default this one) in a scratch copy of the project: ``kedro run``
+of all ten views with the embedded model, then each view again with the replay adapter on the
+answers just recorded (``model.name=replayed``). For both models it digests the snapshot TSV and
+manifest, ``report.json``, ``official.json`` and ``questions.jsonl`` of every view, leaving out
+the fields that record time, host or package versions (``VOLATILE``).
+
+    python benchmarks/check_outputs.py --record benchmarks/outputs_before.json   # before
+    python benchmarks/check_outputs.py --check benchmarks/outputs_before.json    # after: exit 1 on a difference
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VIEWS = ("zh_decision_bench", "jevbench", "decision_index", "typed_decisions", "procedural_typed_decisions",
+         "decisionbench", "jevalt_bench", "visual_decision_bench", "visual_decision_bench_image",
+         "visual_decision_bench_video")
+# fields that say when, where or with which package versions a file was made
+VOLATILE = {"created_at", "generated_at", "run_date", "started_at", "finished_at", "versions", "package_versions",
+            "jevkedro_version", "python", "platform", "host", "duration_s", "elapsed_s", "wall_s", "command",
+            "latency", "latency_s"}  # the embedded model's measured latencies differ from run to run
+
+
+def _strip(value):
+    if isinstance(value, dict):
+        return {k: _strip(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [_strip(v) for v in value]
+    return value
+
+
+def digest(path: Path) -> str:
+    if not path.exists():
+        return "absent"
+    if path.suffix == ".json":
+        text = json.dumps(_strip(json.loads(path.read_text(encoding="utf-8"))), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _copy_project(dest: Path) -> None:
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                           capture_output=True).stdout.decode().split("\0")
+    for rel in filter(None, files):
+        src = ROOT / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+
+
+def _kedro(work: Path, src: Path, *args: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(src), "KEDRO_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1"}
+    kedro = Path(sys.executable).with_name("kedro")
+    done = subprocess.run([str(kedro), "run", *args], cwd=work, env=env, capture_output=True, text=True)
+    if done.returncode not in (0, 3):  # 3: a gate failed, outputs written
+        sys.exit(f"kedro run {' '.join(args)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+
+
+def collect(src: Path, keep: Path | None = None) -> dict[str, str]:
+    with tempfile.TemporaryDirectory(prefix="jevkedro-outputs-") as tmp:
+        work = keep or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        _copy_project(work)
+        _kedro(work, src)
+        model = next(p.name for p in (work / "data/07_model_output").iterdir() if p.is_dir())
+        for view in VIEWS:
+            replay = Path(f"replay_{view}.jsonl")  # relative: the report names it, and the folder is a temporary one
+            with open(work / f"data/07_model_output/{model}/{view}/predictions.jsonl", encoding="utf-8") as f, \
+                    open(work / replay, "w", encoding="utf-8") as out:
+                for line in f:
+                    if line.strip():
+                        record = json.loads(line)
+                        if record.get("status") == "ok":
+                            out.write(json.dumps({"request_id": record["request_id"], "response": record["response"]}) + "\n")
+            _kedro(work, src, f"--pipelines={view}", f"--from-nodes={view}.verify_snapshot",
+                   f"--params=model.adapter=replay,model.path={replay},model.name=replayed")
+        out: dict[str, str] = {}
+        for view in VIEWS:
+            for name in (f"{view}.tsv", f"{view}.manifest.json"):
+                out[f"02_snapshots/{name}"] = digest(work / "data/02_snapshots" / name)
+            for m in (model, "replayed"):
+                for name in ("report.json", "official.json"):
+                    out[f"08_reporting/{m}/{view}/{name}"] = digest(work / f"data/08_reporting/{m}/{view}/{name}")
+                out[f"07_model_output/{m}/{view}/questions.jsonl"] = digest(work / f"data/07_model_output/{m}/{view}/questions.jsonl")
+        return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--src", type=Path, default=ROOT / "src", help="the checkout's src/ whose code runs")
+    parser.add_argument("--keep", type=Path, help="run in this folder and keep it (to look at the outputs)")
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--record", type=Path, help="write the digests here")
+    group.add_argument("--check", type=Path, help="compare with the digests recorded here")
+    args = parser.parse_args()
+    found = collect(args.src.resolve(), args.keep)
+    if args.record:
+        args.record.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        print(f"{len(found)} digests written to {args.record}")
+        return
+    expected = json.loads(args.check.read_text(encoding="utf-8"))
+    differ = sorted(k for k in expected.keys() | found.keys() if expected.get(k) != found.get(k))
+    for key in differ:
+        print(f"DIFFERS {key}: {expected.get(key, 'absent')[:12]} -> {found.get(key, 'absent')[:12]}")
+    print(f"{len(expected) - len(differ)} of {len(expected)} outputs identical")
+    sys.exit(1 if differ else 0)
+
+
+if __name__ == "__main__":
+    main()
