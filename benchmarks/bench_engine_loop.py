@@ -28,7 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from inference_memory import InstantSystemOne  # noqa: E402 -- a sibling script, not a package
-from jevkedro.nodes.infer import EngineSettings, PredictionLog, run_inference  # noqa: E402
+from jevkedro.models.settings import EngineSettings  # noqa: E402
+from jevkedro.nodes.infer import run_inference  # noqa: E402
+from jevkedro.nodes.predictions_log import PredictionLog  # noqa: E402
 from jevkedro.nodes.snapshot import Snapshot  # noqa: E402
 from jevkedro.testing import synthetic_rows  # noqa: E402
 

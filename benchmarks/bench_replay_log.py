@@ -48,7 +48,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_scoring import stage  # noqa: E402
 from jevkedro.models.replay import ReplayAdapter  # noqa: E402
-from jevkedro.nodes.infer import EngineSettings, PredictionLog, _record, encode_record, run_inference  # noqa: E402
+from jevkedro.models.settings import EngineSettings  # noqa: E402
+from jevkedro.nodes.engine import make_record  # noqa: E402
+from jevkedro.nodes.infer import run_inference  # noqa: E402
+from jevkedro.nodes.predictions_log import PredictionLog, encode_record  # noqa: E402
 from jevkedro.nodes.snapshot import PreparedView, commit_dataset, load_snapshot, verify_snapshot_bytes  # noqa: E402
 from jevkedro.protocol import SnapshotRow, Target  # noqa: E402
 
@@ -127,7 +130,7 @@ def run_size(n: int, repeats: int) -> dict:
         random.Random(1).shuffle(completion_order)
         # made in completion order, as the engine makes each record just before appending it (a
         # shuffled list of records made in snapshot order would make every append touch cold memory)
-        shuffled = [_record(rid, adapter.answer(rid, {}), None, "0" * 64, False) for rid in completion_order]
+        shuffled = [make_record(rid, adapter.answer(rid, {}), None, "0" * 64, False) for rid in completion_order]
         log_path = work / "out" / "predictions.jsonl"
 
         written: list[PredictionLog] = []

@@ -66,7 +66,7 @@ import numpy as np
 
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes import steps
-from jevkedro.nodes.infer import PredictionLog
+from jevkedro.nodes.predictions_log import PredictionLog
 from jevkedro.nodes.report import generic_metrics, interval_summary, resampling_units, selective_summary
 from jevkedro.nodes.snapshot import PreparedView, commit_dataset, load_snapshot, verify_snapshot_bytes
 from jevkedro.nodes.validate import (

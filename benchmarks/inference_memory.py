@@ -24,7 +24,9 @@ import time
 from pathlib import Path
 
 from jevkedro.models.base import Adapter, AdapterResult
-from jevkedro.nodes.infer import EngineSettings, PredictionLog, run_inference
+from jevkedro.models.settings import EngineSettings
+from jevkedro.nodes.infer import run_inference
+from jevkedro.nodes.predictions_log import PredictionLog
 from jevkedro.nodes.snapshot import Snapshot
 from jevkedro.testing import synthetic_rows, system_one_answers
 

@@ -44,7 +44,9 @@ import time
 from pathlib import Path
 
 from jevkedro.models import make_adapter
-from jevkedro.nodes.infer import EngineSettings, PredictionLog, run_inference
+from jevkedro.models.settings import EngineSettings
+from jevkedro.nodes.infer import run_inference
+from jevkedro.nodes.predictions_log import PredictionLog
 from jevkedro.testing import synthetic_rows, synthetic_snapshot
 
 SERVERS = {  # --server: the fixed-delay asyncio server, or the tests' threaded fault-injecting one
@@ -90,7 +92,7 @@ def bare_loop(endpoint: str, rows, concurrency: int) -> tuple[float, float]:
 
     from jevkedro.models.http import CappedBody
     from jevkedro.models.http_loop import ConnectionPool, exchange
-    from jevkedro.nodes.infer import _loop_factory
+    from jevkedro.nodes.engine import _loop_factory
 
     bodies = [json.dumps({"model": "jev-1.13.0", **row.request}).encode() for row in rows]
 

@@ -30,6 +30,7 @@ CLASSES = {
     "snapshots": "snapshots (tampered, damaged)",
     "http": "HTTP faults",
     "kill": "kill points (SIGKILL, torn lines)",
+    "lines": "JSONL lines end only at \\n (round 3, class 4)",
 }
 
 # (pattern searched in the node id, class): the first that matches wins
@@ -49,6 +50,7 @@ RULES: list[tuple[str, str]] = [
     (r"test_hostile_sources\.py", "sources"),
     (r"test_hostile_http\.py", "http"),
     (r"kill_at_each_write|torn_last_line", "kill"),
+    (r"unicode_line_breaks", "lines"),
 ]
 
 

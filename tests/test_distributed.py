@@ -30,6 +30,7 @@ from distributed import Client  # noqa: E402
 
 import jevkedro  # noqa: E402
 from jevkedro.models import make_adapter  # noqa: E402
+from jevkedro.models.settings import EngineSettings  # noqa: E402
 from jevkedro.nodes.distributed import (  # noqa: E402
     ShardFileError,
     list_shards,
@@ -38,7 +39,8 @@ from jevkedro.nodes.distributed import (  # noqa: E402
     task_settings,
     write_shard,
 )
-from jevkedro.nodes.infer import EngineSettings, PredictionLog, run_inference  # noqa: E402
+from jevkedro.nodes.infer import run_inference  # noqa: E402
+from jevkedro.nodes.predictions_log import PredictionLog  # noqa: E402
 from jevkedro.testing import LoopbackServer, synthetic_rows, synthetic_snapshot  # noqa: E402
 
 N = 48
@@ -286,7 +288,9 @@ def test_a_rerun_asks_again_what_a_shard_could_not_answer(tmp_path, cluster, mon
 DRIVER = textwrap.dedent("""
     import json, sys
     from jevkedro.models import make_adapter
-    from jevkedro.nodes.infer import EngineSettings, PredictionLog, run_inference
+    from jevkedro.models.settings import EngineSettings
+    from jevkedro.nodes.predictions_log import PredictionLog
+    from jevkedro.nodes.infer import run_inference
     from jevkedro.nodes.snapshot import load_snapshot, verify_snapshot_bytes
 
     root, log_path, settings = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])

@@ -20,8 +20,10 @@ import pytest
 from jevkedro.models import make_adapter
 from jevkedro.models.http import CappedBody
 from jevkedro.models.http_loop import ConnectionPool, HttpProtocolError, exchange
+from jevkedro.models.settings import EngineSettings
 from jevkedro.models.systemone import SystemOneAdapter
-from jevkedro.nodes.infer import EngineSettings, PredictionLog, run_inference
+from jevkedro.nodes.infer import run_inference
+from jevkedro.nodes.predictions_log import PredictionLog
 from jevkedro.testing import LoopbackServer, synthetic_rows, synthetic_snapshot, system_one_answers
 
 pytest.importorskip("httpx")

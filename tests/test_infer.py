@@ -8,7 +8,8 @@ import pytest
 
 from jevkedro.models import Adapter, AdapterResult, StopRun, make_adapter
 from jevkedro.models.sparrow import SparrowAdapter
-from jevkedro.nodes.infer import PredictionLog, PredictionLogError, run_inference
+from jevkedro.nodes.infer import run_inference
+from jevkedro.nodes.predictions_log import PredictionLog, PredictionLogError
 from jevkedro.nodes.snapshot import SnapshotError, load_snapshot, verify_snapshot_bytes
 from jevkedro.pipelines import zh_decision_bench as zh
 from support import ZH_RAW
@@ -147,7 +148,7 @@ def test_sparrow_marks_media_and_limits_unsupported():
 
 
 def test_progress_reports_rate_and_eta(caplog):
-    from jevkedro.nodes.infer import Progress
+    from jevkedro.nodes.engine import Progress
 
     caplog.set_level("INFO")
     progress = Progress(total=4, label="view", every_s=0)
@@ -181,7 +182,7 @@ BROKEN_ID = "r00000"
 
 
 def test_an_adapter_bug_keeps_the_answers_already_in_flight(tmp_path):
-    from jevkedro.nodes.infer import EngineSettings
+    from jevkedro.models.settings import EngineSettings
     from jevkedro.testing import synthetic_rows, synthetic_snapshot
 
     snap = synthetic_snapshot(tmp_path / "snap", synthetic_rows(8))
@@ -210,7 +211,7 @@ class BulkyAdapter(Adapter):
 def test_memory_stays_flat_while_a_view_is_asked(tmp_path):
     import tracemalloc
 
-    from jevkedro.nodes.infer import EngineSettings
+    from jevkedro.models.settings import EngineSettings
     from jevkedro.nodes.snapshot import Snapshot
     from jevkedro.testing import synthetic_rows
 
@@ -245,7 +246,7 @@ class ShortBatchAdapter(CountingAdapter):
 
 
 def test_a_batch_with_a_missing_result_is_an_error_not_a_silently_dropped_request(snapshot, tmp_path):
-    from jevkedro.nodes.infer import EngineSettings
+    from jevkedro.models.settings import EngineSettings
 
     with pytest.raises(RuntimeError, match="returned 3 results for 4 requests"):
         run_inference(snapshot, ShortBatchAdapter(), PredictionLog(tmp_path / "p.jsonl"), EngineSettings(batch_size=4))
@@ -338,12 +339,3 @@ def test_appending_a_record_the_log_would_refuse_is_an_error(tmp_path):
     with pytest.raises(PredictionLogError, match="no status"):
         plog.append({"request_id": "a"})
     assert not plog.path.exists()
-
-
-def test_lines_that_do_not_decode_keep_their_place():
-    """A line msgspec cannot read (a NaN literal) costs only itself and never shifts the others."""
-    from jevkedro.nodes.infer import _INDEX_DECODER, decode_each
-
-    lines = [b'{"request_id": "%d", "status": "ok"}' % i if i % 97 else b'{"request_id": NaN}' for i in range(1000)]
-    out = decode_each(_INDEX_DECODER, lines, chunk=64)
-    assert [f.request_id if f else None for f in out] == [str(i) if i % 97 else None for i in range(1000)]

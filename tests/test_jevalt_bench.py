@@ -445,7 +445,9 @@ def test_send_abstain_is_a_per_server_setting_recorded_per_request_and_run(tmp_p
     or a score question ending in the unknown level, e.g. the score-only row de-syn-g0101-a)."""
     pytest.importorskip("httpx")
     from jevkedro.models import make_adapter
-    from jevkedro.nodes.infer import EngineSettings, PredictionLog, run_inference
+    from jevkedro.models.settings import EngineSettings
+    from jevkedro.nodes.infer import run_inference
+    from jevkedro.nodes.predictions_log import PredictionLog
     from jevkedro.testing import LoopbackServer, synthetic_snapshot
 
     rows = prepare_view("jevalt_bench", SAMPLE, data="sample").rows

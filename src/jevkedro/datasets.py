@@ -26,8 +26,8 @@ from kedro_datasets._typing import JSONPreview, TablePreview
 from jevkedro.config import PrepareOptions, parse_prepare_options
 from jevkedro.family import Release
 from jevkedro.nodes import output_lock, tracking
-from jevkedro.nodes.infer import PredictionLog
 from jevkedro.nodes.plots import figure_png
+from jevkedro.nodes.predictions_log import PredictionLog
 from jevkedro.nodes.snapshot import (
     PreparedView,
     Snapshot,

@@ -27,10 +27,10 @@ from kedro.config import MissingConfigException
 from kedro.framework.hooks import hook_impl
 
 from jevkedro import console
-from jevkedro.config import check_parameters
 from jevkedro.nodes import output_lock
 from jevkedro.nodes.report import summary_line
 from jevkedro.nodes.tracking import fail_stale_runs, jevkedro_experiment_ids, log_failed_view_run
+from jevkedro.parameters import check_parameters
 from jevkedro.redaction import redact_registered, register_secret
 from jevkedro.registry import VIEWS
 

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from jevkedro.models import make_adapter
-from jevkedro.nodes.infer import EngineSettings, PredictionLog, run_inference
+from jevkedro.models.settings import EngineSettings
+from jevkedro.nodes.infer import run_inference
+from jevkedro.nodes.predictions_log import PredictionLog
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.testing import synthetic_rows, synthetic_snapshot
 from support import key_forms, leaks  # noqa: F401 -- the corpus imports them from here too

@@ -21,7 +21,9 @@ import pytest
 from hostile_support import lines, settings_for
 
 from jevkedro.models import make_adapter
-from jevkedro.nodes.infer import EngineSettings, PredictionLog, PredictionLogError, run_inference
+from jevkedro.models.settings import EngineSettings
+from jevkedro.nodes.infer import run_inference
+from jevkedro.nodes.predictions_log import PredictionLog, PredictionLogError
 from jevkedro.nodes.report import build_report, summary_line
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.testing import LoopbackServer, synthetic_rows, synthetic_snapshot

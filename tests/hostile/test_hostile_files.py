@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from jevkedro.models import make_adapter
-from jevkedro.nodes.infer import PredictionLog, PredictionLogError, run_inference
+from jevkedro.nodes.infer import run_inference
+from jevkedro.nodes.predictions_log import PredictionLog, PredictionLogError
 from jevkedro.nodes.snapshot import SourceFormatError
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.testing import synthetic_rows, synthetic_snapshot
@@ -149,3 +150,21 @@ def test_a_damaged_run_json_names_the_file_and_the_fix(tmp_path, text):
     (tmp_path / "run.json").write_bytes(text.encode("latin-1"))
     with pytest.raises(PredictionLogError, match=r"run.json: .*delete (both files|it together with predictions.jsonl)"):
         PredictionLog(path).meta()
+
+
+# -- shard files (model.shard_store): lines end only at \n ---------------------------------------------
+
+UNICODE_BREAKS = "\u2028\u2029\x85\x1c\x1d\x1e\x0b\x0c\r"  # line ends to str.splitlines, characters to JSON
+
+
+def test_a_shard_record_holding_unicode_line_breaks_reads_back_whole(tmp_path):
+    """A model string holding U+2028 (or any break but ``\\n``) is part of its line: the shard's
+    records come back as written, not cut in two and refused as damaged."""
+    pytest.importorskip("fsspec")
+    from jevkedro.nodes.distributed import read_shard, write_shard
+
+    url = f"file://{tmp_path}/store/m/view/digest/shard-000000-abc-tok.jsonl"
+    records = [{"request_id": f"r{i}", "status": "ok", "model": f"jev{ch}1.13", "response": {"note": f"a{ch}b"}}
+               for i, ch in enumerate(UNICODE_BREAKS)]
+    write_shard(url, records)
+    assert read_shard(url) == records

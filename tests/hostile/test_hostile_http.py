@@ -15,7 +15,9 @@ import json
 import pytest
 from hostile_support import ask, judged, lines, settings_for
 
-from jevkedro.nodes.infer import EngineSettings, PredictionLog, run_inference
+from jevkedro.models.settings import EngineSettings
+from jevkedro.nodes.infer import run_inference
+from jevkedro.nodes.predictions_log import PredictionLog
 from jevkedro.nodes.validate import question_records
 from jevkedro.testing import LoopbackServer, synthetic_rows, synthetic_snapshot, system_one_answers
 
@@ -124,7 +126,8 @@ def test_replies_over_the_cap_in_a_row_stop_the_run_as_infrastructure_failures(t
 
 
 def test_the_cap_is_a_typed_setting():
-    from jevkedro.config import ModelSettings, SettingsError
+    from jevkedro.config import SettingsError
+    from jevkedro.models.settings import ModelSettings
 
     with pytest.raises(SettingsError, match="model.max_response_bytes: 0 is not allowed; allowed: an integer ≥ 1"):
         ModelSettings.parse({"adapter": "systemone", "max_response_bytes": 0})

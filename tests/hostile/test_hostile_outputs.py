@@ -21,10 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from jevkedro.config import ModelSettings, SettingsError, parse_gates, parse_prepare_options
+from jevkedro.config import SettingsError, parse_gates, parse_prepare_options
 from jevkedro.datasets import BrokenFileError, read_json_document, read_reports
 from jevkedro.models import make_adapter
-from jevkedro.nodes.infer import PredictionLog, run_inference
+from jevkedro.models.settings import ModelSettings
+from jevkedro.nodes.infer import run_inference
+from jevkedro.nodes.predictions_log import PredictionLog
 from jevkedro.nodes.report import build_report
 from jevkedro.nodes.snapshot import atomic_write_bytes, atomic_write_json, atomic_writer
 from jevkedro.nodes.validate import build_question_table

@@ -22,9 +22,11 @@ import pytest
 from hostile_support import lines, settings_for
 
 from jevkedro.models import make_adapter
+from jevkedro.models.settings import EngineSettings
 from jevkedro.nodes import output_lock
-from jevkedro.nodes.infer import EngineSettings, PredictionLog, PredictionLogError, identity_digest, run_inference
+from jevkedro.nodes.infer import run_inference
 from jevkedro.nodes.output_lock import OutputFolderBusy
+from jevkedro.nodes.predictions_log import PredictionLog, PredictionLogError, identity_digest
 from jevkedro.testing import LoopbackServer, synthetic_rows, synthetic_snapshot
 from support import copy_project, kedro_run, run_kedro
 

@@ -2,8 +2,8 @@
 
 An adapter turns one request (``{"state", "questions"}``, exactly what the model may see) into a
 System One response body. It never sees targets, slices or provenance. The engine
-(:mod:`jevkedro.nodes.infer`) times each call, persists each result as it arrives and decides
-what a rerun has to ask again.
+(:mod:`jevkedro.nodes.engine`) times each call and hands each result over as it arrives;
+:mod:`jevkedro.nodes.infer` persists it and decides what a rerun has to ask again.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jevkedro.config import AdapterOptions
+from jevkedro.models.settings import AdapterOptions
 
 # Request-level outcomes written to the predictions log.
 STATUSES = ("ok", "unsupported", "error", "unattempted")

@@ -56,8 +56,8 @@ from urllib.parse import urlsplit
 from annotated_types import Le
 from pydantic import Field
 
-from jevkedro.config import AdapterOptions, PositiveFloat, PositiveInt
 from jevkedro.models.base import Adapter, AdapterResult, StopRun
+from jevkedro.models.settings import AdapterOptions, PositiveFloat, PositiveInt
 from jevkedro.nodes.jsonparse import JSONTextError, parse_json
 from jevkedro.protocol import ProtocolError, candidates_for
 from jevkedro.redaction import Redactor, public_strings, register_secret

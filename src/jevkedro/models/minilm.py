@@ -39,8 +39,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from jevkedro.config import AdapterOptions, PositiveFloat, PositiveInt
 from jevkedro.models.base import Adapter, AdapterResult
+from jevkedro.models.settings import AdapterOptions, PositiveFloat, PositiveInt
 from jevkedro.models.systemone import media_parts
 from jevkedro.protocol import ProtocolError, candidates_for
 

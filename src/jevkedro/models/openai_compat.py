@@ -26,9 +26,9 @@ from typing import Any
 
 from pydantic import Field
 
-from jevkedro.config import NonNegativeFloat, PositiveInt
 from jevkedro.models.base import AdapterResult
 from jevkedro.models.http import HttpAdapter, HttpReply, WireRequest, json_body
+from jevkedro.models.settings import NonNegativeFloat, PositiveInt
 from jevkedro.models.systemone import media_parts
 from jevkedro.nodes.jsonparse import parse_json
 from jevkedro.protocol import ProtocolError, candidates_for

@@ -17,86 +17,30 @@ read with :func:`jevkedro.nodes.jsonparse.parse_json`, so:
 - request ids the snapshot does not have are counted and named (first few) in the run's
   ``run.json`` (``replay``), in the report and as a warning: they are never scored.
 
-Speed: every line is parsed once, when it is answered (:func:`~jevkedro.nodes.jsonparse.parse_json`,
-as before). Setting up only has to refuse a faulty file before anything is asked and find each
-line's request id: chunks of lines are checked by msgspec without building their bodies (a typed
-pass that skips the response, which still checks its JSON), and a chunk that pass cannot vouch for
-(not UTF-8, a ``request_id`` key written twice or with escapes, anything it refuses) is read line
-by line by the strict reader, which names the fault. What is kept per request is the position of
-its line in the file's bytes (held once, as read), not a parsed body.
+The file is read once, at setup (or when the run's identity is taken): its sha256 in ``run.json``
+is that of the bytes answered from. Every line is checked then, before anything is asked, and
+parsed again when its request is answered (only the line's bytes are kept in between).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Sequence
-from itertools import accumulate, repeat
 from pathlib import Path
 from typing import Any
 
-import msgspec
 from pydantic import Field
 
-from jevkedro.config import AdapterOptions
 from jevkedro.models.base import Adapter, AdapterResult
-from jevkedro.nodes.gcpause import gc_paused
-from jevkedro.nodes.jsonparse import NOT_FAST, JSONTextError, ParsedJSON, countable, fast_value, parse_json, read_exact
-from jevkedro.nodes.snapshot import SourceFormatError, sha256_file
+from jevkedro.models.settings import AdapterOptions
+from jevkedro.nodes.jsonparse import JSONTextError, ParsedJSON, parse_json
+from jevkedro.nodes.snapshot import SourceFormatError
 
 log = logging.getLogger(__name__)
 
 BOM = b"\xef\xbb\xbf"
 UNKNOWN_IDS_NAMED = 10  # how many unknown request ids the run metadata names (all are counted)
-CHUNK_BYTES = 1 << 18  # bytes of lines checked together (a chunk with one odd line is read line by line)
-
-
-class _ReplayLine(msgspec.Struct):
-    """What setting up needs of a line: its request id, and that it has a response (skipped, not built)."""
-
-    request_id: str
-    response: msgspec.Raw
-
-
-_LINE_DECODER = msgspec.json.Decoder(_ReplayLine)
-_REQUEST_ID_KEY = b'"request_id"'
-# the letters of "request_id" as \u escapes: a key written so may be a second request_id
-_ESCAPED_KEY_LETTERS = tuple({f"\\u{ord(c):04x}".encode() for c in "request_id"} | {b"\\u005F"})
-
-
-def line_key(offset: int, length: int, counted: bool) -> int:
-    """Where a line lies in the file's bytes and whether :func:`~jevkedro.nodes.jsonparse.countable`
-    is known to hold for it, in one integer (a dict of small tuples would cost three times the
-    memory): ``offset << 33 | length << 1 | counted`` (a line is shorter than 4 GiB)."""
-    return offset << 33 | length << 1 | counted
-
-
-def line_place(key: int) -> tuple[int, int, bool]:
-    """``(offset, length, counted)`` of a :func:`line_key`."""
-    return key >> 33, (key >> 1) & 0xFFFFFFFF, bool(key & 1)
-
-
-def _vouched_ids(chunk: bytes, lines: list[bytes]) -> list[str] | None:
-    """The request ids of ``lines`` (``chunk`` split at newlines) when each is, beyond doubt, a line
-    the strict reader accepts with that id; None when that cannot be vouched for.
-
-    msgspec's typed pass checks the JSON grammar of every line (skipped values included: strings,
-    escapes, numbers, nesting), that it is an object, that ``request_id`` is a string and that
-    ``response`` is there. What it does not check is ruled out on the chunk: bytes that are not
-    UTF-8 (skipped strings are not decoded), and a ``request_id`` key given twice (msgspec keeps the
-    last one silently): the chunk holds exactly one ``"request_id"`` per line and no key letter
-    written as a ``\\u`` escape.
-    """
-    if not chunk.isascii():
-        try:
-            chunk.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    if chunk.count(_REQUEST_ID_KEY) != len(lines) or (b"\\u00" in chunk and any(e in chunk for e in _ESCAPED_KEY_LETTERS)):
-        return None
-    try:
-        return [line.request_id for line in map(_LINE_DECODER.decode, lines)]
-    except (msgspec.DecodeError, RecursionError):
-        return None
 
 
 class ReplayAdapter(Adapter):
@@ -113,21 +57,17 @@ class ReplayAdapter(Adapter):
         if not path:
             raise ValueError("the replay adapter needs model.path=<answers.jsonl>")
         self.path = Path(path)
-        self._data = b""  # the file's bytes (after a byte-order mark), as read by setup()
-        self._lines: dict[str, int] | None = None  # request id -> line_key() of its line
+        self._lines: dict[str, bytes] | None = None  # request id -> its line, as read
         self._n_lines = 0
+        self._sha256 = ""
 
     @property
     def model_id(self) -> str:
         return str(self.settings.get("model") or f"replay:{self.path.name}")
 
     def identity(self) -> dict[str, Any]:
-        self._check_file()
-        return {"adapter": self.kind, "model": self.model_id, "file_sha256": sha256_file(self.path)}
-
-    def _check_file(self) -> None:
-        if not self.path.is_file():
-            raise FileNotFoundError(f"replay file not found: {self.path} (model.path)")
+        self.setup()
+        return {"adapter": self.kind, "model": self.model_id, "file_sha256": self._sha256}
 
     def _error(self, lineno: int, what: str) -> SourceFormatError:
         return SourceFormatError(f"{self.path}:{lineno}: {what} (model.path names this replay file)")
@@ -148,60 +88,31 @@ class ReplayAdapter(Adapter):
             raise self._error(lineno, "the key request_id appears twice: which request does the line answer?")
         return rid, parsed
 
-    def _line_number(self, offset: int) -> int:
-        """The 1-based line at byte ``offset`` of the file's bytes (for messages)."""
-        return self._data.count(b"\n", 0, offset) + 1
-
     def setup(self) -> None:
+        """Read the file once: every line parsed (lines end only at ``\\n``), the first fault refused."""
         if self._lines is not None:
             return
-        self._check_file()
+        if not self.path.is_file():
+            raise FileNotFoundError(f"replay file not found: {self.path} (model.path)")
         data = self.path.read_bytes()
+        sha256 = hashlib.sha256(data).hexdigest()
         if data.startswith(BOM):
             data = data[len(BOM):]
-        self._data = data
-        lines: dict[str, int] = {}
-        n = 0
-        with gc_paused():
-            offset, lineno = 0, 1  # of the chunk's first line
-            while offset < len(data):
-                end = data.rfind(b"\n", offset, offset + CHUNK_BYTES) + 1 or data.find(b"\n", offset) + 1 or len(data)
-                chunk = data[offset:end]
-                n += self._index_chunk(chunk, offset, lineno, lines)
-                offset, lineno = end, lineno + chunk.count(b"\n")
-        self._lines, self._n_lines = lines, n
-
-    def _index_chunk(self, chunk: bytes, offset: int, lineno: int, lines: dict[str, int]) -> int:
-        """Add the lines of ``chunk`` (whole lines from byte ``offset``, line ``lineno``) to ``lines``;
-        returns how many were not blank. Refuses the chunk's first faulty line, as the strict reader names it."""
-        parts = chunk.split(b"\n")
-        if parts[-1] == b"":
-            parts.pop()  # after the last newline
-        lengths = list(map(len, parts))
-        starts = list(accumulate([offset, *lengths[:-1]], lambda at, length: at + length + 1))
-        rids = _vouched_ids(chunk, parts)
-        if rids is not None:
-            new = dict(zip(rids, map(line_key, starts, lengths, repeat(countable(chunk)))))
-            if len(new) == len(parts) and lines.keys().isdisjoint(new):
-                lines.update(new)
-                return len(parts)
-        # line by line, in order: the first fault of the file is the one named
-        n = 0
-        for i, line in enumerate(parts):
+        lines: dict[str, bytes] = {}
+        first_line: dict[str, int] = {}
+        for lineno, line in enumerate(data.split(b"\n"), start=1):
             if not line.strip():
                 continue
-            n += 1
-            rid, _ = self._read(lineno + i, line)
-            if rid in lines:
-                first = self._line_number(line_place(lines[rid])[0])
-                raise self._error(lineno + i, f"request_id {rid!r} repeats line {first}; a replay file "
-                                              "has one line per request")
-            lines[rid] = line_key(starts[i], lengths[i], False)
-        return n
+            rid, _ = self._read(lineno, line)
+            if rid in first_line:
+                raise self._error(lineno, f"request_id {rid!r} repeats line {first_line[rid]}; a replay file "
+                                          "has one line per request")
+            first_line[rid] = lineno
+            lines[rid] = line
+        self._lines, self._n_lines, self._sha256 = lines, len(lines), sha256
 
-    def _loaded(self) -> dict[str, int]:
-        if self._lines is None:
-            self.setup()
+    def _loaded(self) -> dict[str, bytes]:
+        self.setup()
         assert self._lines is not None
         return self._lines
 
@@ -209,16 +120,10 @@ class ReplayAdapter(Adapter):
         return request_id in self._loaded()
 
     def answer(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
-        key = self._loaded().get(request_id)
-        if key is None:
+        line = self._loaded().get(request_id)
+        if line is None:
             return AdapterResult(status="unattempted")
-        offset, length, counted = line_place(key)
-        line = self._data[offset: offset + length]
-        # setup() accepted the line (a replay record): it is parsed here, once
-        value = fast_value(line, known_countable=counted)
-        if value is not NOT_FAST:
-            return self._result(value["response"])
-        parsed = read_exact(line)
+        _, parsed = self._read(0, line)  # accepted at setup
         # repeats inside the response, as paths from the body's top; a repeated "response" key
         # of the line stays ["response"]: a path outside answers/<id> touches every question
         repeats = [list(p[1:]) if len(p) > 1 else list(p) for p in parsed.duplicate_keys if p[0] == "response"]

@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import Field
 
-from jevkedro.config import AdapterOptions
 from jevkedro.models.base import Adapter, AdapterResult
+from jevkedro.models.settings import AdapterOptions
 
 DEFAULT_SPARROW_MODEL = "sparrow-nano-general-v1.1"
 MEDIA_PART_TYPES = {"image", "image_url", "input_image", "video", "video_url", "input_video"}

@@ -36,9 +36,9 @@ from typing import Annotated, Any, Literal
 from annotated_types import Ge
 from pydantic import Field, StrictInt
 
-from jevkedro.config import PositiveInt
 from jevkedro.models.base import AdapterResult
 from jevkedro.models.http import HttpAdapter, HttpReply, WireRequest
+from jevkedro.models.settings import PositiveInt
 from jevkedro.protocol import offers_abstain_option
 
 FLAVOUR_PATHS = {"systemone": "/systemone", "decide": "/decide"}

@@ -58,9 +58,16 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from jevkedro.models import Adapter, make_adapter
-from jevkedro.models.base import AdapterResult
-from jevkedro.nodes.infer import FINAL_STATUSES, EngineSettings, PredictionLog, Progress, _record, ask_all, utf8_json_line
+from jevkedro.models import Adapter, AdapterResult, make_adapter
+from jevkedro.models.settings import EngineSettings
+from jevkedro.nodes.engine import Progress, ask_all, make_record
+from jevkedro.nodes.predictions_log import (
+    FINAL_STATUSES,
+    PredictionLog,
+    PredictionLogError,
+    encode_record,
+    read_records,
+)
 from jevkedro.nodes.snapshot import Snapshot, atomic_write_bytes
 
 log = logging.getLogger(__name__)
@@ -96,8 +103,12 @@ def _worker_adapter(settings: dict[str, Any]) -> Adapter:
 
 # -- the shard store (fsspec) -------------------------------------------------------------------
 
-class ShardFileError(ValueError):
+class ShardFileError(PredictionLogError):
     """A shard file in the store that is not whole JSONL of records (names URL and line)."""
+
+
+_FIX_SHARD = ("shard files are written whole, so this one was changed or cut by something else: move it away "
+              "to ask its requests again")
 
 
 def store_root(setting: str) -> str:
@@ -124,16 +135,12 @@ def _renames_atomically(fs) -> bool:
     return not protocols & OBJECT_STORE_PROTOCOLS
 
 
-def records_to_jsonl(records: Iterable[dict[str, Any]]) -> bytes:
-    return b"".join(utf8_json_line(r) for r in records)
-
-
 def write_shard(url: str, records: list[dict[str, Any]]) -> None:
     """Write a shard file whole or not at all (see the module docstring for what holds where)."""
     from fsspec.implementations.local import LocalFileSystem
 
     fs, path = _fs(url)
-    body = records_to_jsonl(records)
+    body = b"".join(map(encode_record, records))  # the lines of the predictions log
     if isinstance(fs, LocalFileSystem):
         atomic_write_bytes(path, body)  # temp file in the same folder, fsync, rename
         return
@@ -148,19 +155,12 @@ def write_shard(url: str, records: list[dict[str, Any]]) -> None:
 
 
 def read_shard(url: str) -> list[dict[str, Any]]:
+    """The records of a shard file, read as the predictions log is read (a cut last line refused)."""
     fs, path = _fs(url)
-    records = []
-    for lineno, line in enumerate(fs.cat_file(path).decode("utf-8").splitlines(), start=1):
-        try:
-            rec = json.loads(line)
-            if not isinstance(rec.get("request_id"), str) or not isinstance(rec.get("status"), str):
-                raise ValueError("no request_id/status")
-        except (ValueError, AttributeError) as exc:
-            raise ShardFileError(f"{url}:{lineno}: not a prediction record ({exc}); shard files are written whole, "
-                                 "so this one was changed or cut by something else: move it away to ask its "
-                                 "requests again") from None
-        records.append(rec)
-    return records
+    try:
+        return [rec for _, _, rec in read_records(fs.cat_file(path), url, _FIX_SHARD, whole=True)]
+    except PredictionLogError as exc:
+        raise ShardFileError(str(exc)) from None
 
 
 def list_shards(folder_url: str) -> list[str]:
@@ -248,7 +248,7 @@ def record_unattempted(plog: PredictionLog, items: Iterable[tuple[str, Any]], wh
     """Record ``items`` as ``unattempted`` with ``why``; returns how many."""
     n = 0
     for rid, _ in items:
-        plog.append(_record(rid, AdapterResult(status="unattempted", error=why), None, sha, False, probability_source))
+        plog.append(make_record(rid, AdapterResult(status="unattempted", error=why), None, sha, False, probability_source))
         n += 1
     return n
 

@@ -12,11 +12,12 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from jevkedro.config import ModelSettings, gates_for, parse_gates, parse_prepare_options
+from jevkedro.config import gates_for, parse_gates, parse_prepare_options
 from jevkedro.family import Release, check_snapshot_kind, pinned_snapshot_sha256
+from jevkedro.models.settings import ModelSettings
 from jevkedro.nodes import infer as _infer
 from jevkedro.nodes import tracking
-from jevkedro.nodes.infer import PredictionLog
+from jevkedro.nodes.predictions_log import PredictionLog
 from jevkedro.nodes.report import build_report, check_gates
 from jevkedro.nodes.snapshot import PreparedView, Snapshot, verify_snapshot_bytes
 from jevkedro.nodes.validate import QuestionRecords, build_question_table, question_records
