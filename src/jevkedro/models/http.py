@@ -56,6 +56,7 @@ import asyncio
 import json
 import logging
 import os
+import select
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -159,8 +160,8 @@ class HttpAdapter(Adapter):
         self.key_env = None if name is None or name.strip().lower() in NO_AUTH_NAMES else name.strip()
         self.redactor = Redactor(None)
         self._headers: dict[str, str] | None = None  # what every request carries, set by setup()
-        self._ssl: Any = None  # one ssl.SSLContext for every client (made with the first one)
-        self._slots: dict[Any, list[Any]] = {}  # event loop -> its idle clients (one connection each)
+        self._ssl: Any = None  # one ssl.SSLContext for every slot (made with the first one)
+        self._slots: dict[Any, list[Slot]] = {}  # event loop -> its idle slots (one connection each)
         self._slots_lock = threading.Lock()  # Dask worker threads may each run a loop
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -181,19 +182,17 @@ class HttpAdapter(Adapter):
             headers["Authorization"] = f"Bearer {key}"
         self._headers = headers
 
-    def _new_client(self) -> Any:
-        """An httpx.AsyncClient of one keep-alive connection, its connections guarded (:class:`GuardedBackend`)."""
+    def _new_slot(self) -> Slot:
+        """A slot of one keep-alive connection to the endpoint (see :class:`Slot`)."""
         import httpx
 
         if self._headers is None:
             raise RuntimeError(f"{self.kind}: setup() was not called")
-        if self._ssl is None:  # loading the CA bundle costs CPU: once per adapter, not per client
+        if self._ssl is None:  # loading the CA bundle costs CPU: once per adapter, not per slot
             self._ssl = httpx.create_ssl_context(trust_env=True)
-        client = httpx.AsyncClient(headers=self._headers, timeout=httpx.Timeout(self.timeout_s), verify=self._ssl,
-                                   limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
-                                   follow_redirects=False, trust_env=True)
-        guard(client)
-        return client
+        client = httpx.AsyncClient(headers=self._headers, verify=self._ssl, follow_redirects=False, trust_env=True,
+                                   limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+        return Slot(client, httpx.URL(self.endpoint))
 
     def close(self) -> None:
         # Only loops that ended without aclose() (an interpreter-level interrupt) leave clients here;
@@ -205,8 +204,8 @@ class HttpAdapter(Adapter):
         """Close the running loop's clients (the engine calls this before its loop ends)."""
         with self._slots_lock:
             idle = self._slots.pop(asyncio.get_running_loop(), [])
-        for client in idle:
-            await client.aclose()
+        for slot in idle:
+            await slot.client.aclose()
 
     def identity(self) -> dict[str, Any]:
         return {"adapter": self.kind, "model": self.model_id, "endpoint": self.endpoint}
@@ -284,30 +283,24 @@ class HttpAdapter(Adapter):
         import httpx
 
         url = self.endpoint + path
-        headers = {"Content-Type": content_type}
         try:
             async with asyncio.timeout(self.timeout_s):
                 for attempt in (1, 2):
                     body = CappedBody(self.max_response_bytes)
-                    client = self._take_client()
+                    slot = self._take_slot()
                     try:
-                        async with client.stream("POST", url, content=content, headers=headers) as resp:
-                            check_bound(resp)
-                            if not body.refuse_declared(resp.headers.get("content-length")):
-                                async for chunk in resp.aiter_bytes():
-                                    if body.add(chunk):
-                                        break
+                        status, headers = await slot.post(path, content, content_type, body)
                     except UnboundReply as exc:
-                        await client.aclose()  # never lent again; a fresh client means a fresh connection
+                        await slot.client.aclose()  # never lent again; a fresh slot means a fresh connection
                         if attempt == 2:
                             return self.connection_result(exc)
                         log.warning("%s: %s; sending the request again on a fresh connection", url, exc)
                         continue
                     except BaseException:
-                        self._give_client(client)  # httpx closed the connection the exchange left unfinished
+                        self._give_slot(slot)  # httpx closed the connection the exchange left unfinished
                         raise
-                    self._give_client(client)
-                    return self.reply_from(url, resp.status_code, resp.headers, body)
+                    self._give_slot(slot)
+                    return self.reply_from(url, status, headers, body)
         except (TimeoutError, httpx.TimeoutException) as exc:
             return self.timeout_result(exc)
         except httpx.DecodingError as exc:  # a Content-Encoding (gzip, br, ...) the body does not follow
@@ -318,18 +311,18 @@ class HttpAdapter(Adapter):
             return self.connection_result(exc, "request failed")
         raise AssertionError("unreachable: the second attempt returns")
 
-    def _take_client(self) -> Any:
-        """An idle client of the running loop, or a new one (so one per request in flight)."""
+    def _take_slot(self) -> Slot:
+        """An idle slot of the running loop, or a new one (so one per request in flight)."""
         loop = asyncio.get_running_loop()
         with self._slots_lock:
             idle = self._slots.setdefault(loop, [])
             if idle:
                 return idle.pop()
-        return self._new_client()
+        return self._new_slot()
 
-    def _give_client(self, client: Any) -> None:
+    def _give_slot(self, slot: Slot) -> None:
         with self._slots_lock:
-            self._slots.setdefault(asyncio.get_running_loop(), []).append(client)
+            self._slots.setdefault(asyncio.get_running_loop(), []).append(slot)
 
     # -- the rules every transport shares, once the bytes have arrived --------------------------
     def timeout_result(self, exc: BaseException) -> AdapterResult:
@@ -408,6 +401,40 @@ class CappedBody:
         return self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
 
 
+class Slot:
+    """One keep-alive connection to the endpoint: an ``httpx.AsyncClient`` limited to one connection,
+    and the transport httpx picks for the endpoint (direct, or a proxy from the environment), guarded
+    (:class:`GuardedBackend`). A request goes to that transport as it is, with the client's headers:
+    no auth flow, cookies or redirects to run (the adapters use none), and no per-read timeouts (the
+    request's one deadline is :meth:`HttpAdapter.post_async`'s)."""
+
+    def __init__(self, client: Any, endpoint: Any) -> None:
+        self.client, self.endpoint = client, endpoint
+        self.transport = client._transport_for_url(endpoint)  # httpx's choice, NO_PROXY and all
+        guard(self.transport)
+        self.headers = list(client.headers.multi_items())
+        self.urls: dict[str, Any] = {}
+
+    async def post(self, path: str, content: bytes, content_type: str, body: CappedBody) -> tuple[int, Any]:
+        """The reply's status and headers, its (decoded) body read into ``body`` up to the cap."""
+        import httpx
+
+        url = self.urls.get(path)
+        if url is None:
+            url = self.urls[path] = self.endpoint.copy_with(raw_path=self.endpoint.raw_path + path.encode("ascii"))
+        request = httpx.Request("POST", url, headers=[*self.headers, ("Content-Type", content_type)], content=content)
+        resp = await self.transport.handle_async_request(request)
+        try:
+            check_bound(resp)
+            if not body.refuse_declared(resp.headers.get("content-length")):
+                async for chunk in resp.aiter_bytes():
+                    if body.add(chunk):
+                        break
+        finally:
+            await resp.aclose()
+        return resp.status_code, resp.headers
+
+
 class UnboundReply(ConnectionError):
     """Bytes a keep-alive connection received that no request of ours asked for."""
 
@@ -422,6 +449,7 @@ class GuardedStream:
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
+        self.socket = inner.get_extra_info("socket")  # asked once: anyio builds its attributes on every call
         self.exchanges = 0  # requests started on this connection
         self.read_since_write = False  # whether the server's bytes were read after this request's first write
         self.writing = False  # inside a request's writes (no read since)
@@ -430,7 +458,7 @@ class GuardedStream:
         if not self.writing:  # a request begins
             self.writing, self.read_since_write = True, False
             self.exchanges += 1
-            if self.exchanges > 1 and self.inner.get_extra_info("is_readable"):
+            if self.exchanges > 1 and self.get_extra_info("is_readable"):
                 raise UnboundReply("the server sent bytes on the idle keep-alive connection before this request")
         await self.inner.write(buffer, timeout)
 
@@ -447,6 +475,12 @@ class GuardedStream:
         return GuardedStream(await self.inner.start_tls(ssl_context, server_hostname, timeout))
 
     def get_extra_info(self, info: str) -> Any:
+        if info == "is_readable" and self.socket is not None:  # as httpcore's backends answer it
+            if self.socket.fileno() < 0:
+                return True  # closed: the next read would return b""
+            poll = select.poll()
+            poll.register(self.socket, select.POLLIN)
+            return bool(poll.poll(0))
         return self.inner.get_extra_info(info)
 
 
@@ -466,17 +500,15 @@ class GuardedBackend:
         await self.inner.sleep(seconds)
 
 
-def guard(client: Any) -> None:
-    """Guard every connection ``client`` opens, directly or through a proxy from the environment.
+def guard(transport: Any) -> None:
+    """Guard every connection ``transport`` (an httpx transport) opens.
 
-    httpx 0.28 (pinned) takes no network backend: each transport's httpcore pool is given one here."""
-    transports = [client._transport, *(t for t in client._mounts.values() if t is not None)]
-    for transport in transports:
-        pool = getattr(transport, "_pool", None)
-        if pool is None or not hasattr(pool, "_network_backend"):
-            raise RuntimeError(f"httpx {type(transport).__name__} has no httpcore pool to guard (httpx changed?)")
-        if not isinstance(pool._network_backend, GuardedBackend):
-            pool._network_backend = GuardedBackend(pool._network_backend)
+    httpx 0.28 (pinned) takes no network backend: its transport's httpcore pool is given one here."""
+    pool = getattr(transport, "_pool", None)
+    if pool is None or not hasattr(pool, "_network_backend"):
+        raise RuntimeError(f"httpx {type(transport).__name__} has no httpcore pool to guard (httpx changed?)")
+    if not isinstance(pool._network_backend, GuardedBackend):
+        pool._network_backend = GuardedBackend(pool._network_backend)
 
 
 def check_bound(response: Any) -> None:
