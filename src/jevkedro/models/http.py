@@ -7,22 +7,25 @@ in a thread cannot (measured: docs/benchmarks.md, "HTTP client"). A subclass wri
 format (:meth:`HttpAdapter.prepare`: the bytes to POST; :meth:`HttpAdapter.finish`: the result from
 the reply); the rest lives here:
 
-- **Connections.** One client per request in flight, each holding one keep-alive connection
-  (``httpx.Limits(max_connections=1)``), lent to one request at a time and reused: at most
+- **Connections** (:class:`Slot`). One slot per request in flight, each an ``httpx.AsyncClient``
+  limited to one keep-alive connection, lent to one request at a time and reused: at most
   ``model.concurrency`` connections, since the engine has no more requests in flight. (httpcore's
-  shared pool walks all its connections on every checkout; clients of one connection each cost
-  several times less CPU per request at concurrency 32.) Proxies, TLS and certificates are httpx's
-  own: ``trust_env`` is on, so ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY``/``NO_PROXY`` and
-  ``SSL_CERT_FILE``/``SSL_CERT_DIR`` act as httpx documents; redirects are not followed.
+  shared pool walks all its connections on every checkout, which costs several times the CPU per
+  request at concurrency 32.) A request goes straight to the transport httpx picks for the
+  endpoint. Proxies, TLS and certificates are httpx's own: ``trust_env`` is on, so
+  ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY``/``NO_PROXY`` and ``SSL_CERT_FILE``/``SSL_CERT_DIR``
+  act as httpx documents; redirects are not followed.
 - **A reply belongs to its request** (:class:`GuardedBackend`). Bytes that arrive on a keep-alive
   connection before its next request is written (a server pushing an unsolicited reply, or a body
-  longer than its ``Content-Length``) make it broken: that request is sent again once on a fresh
-  connection, and a second such reply is a ``connection`` error. Never is such a reply the next
-  request's answer. (Bytes a server sends after the request went out are, by HTTP/1.1, its reply.)
+  longer than its ``Content-Length``) make it broken: a whole reply found there sends the request
+  again once on a fresh connection (a second one is a ``connection`` error), leftover bytes that
+  are not a reply make it a ``connection`` error. Never is such a reply the next request's answer.
+  (Bytes a server sends only after the next request went out are, by HTTP/1.1, that request's reply:
+  no client can tell them apart.)
 - **Per-request deadline.** ``model.timeout_s`` bounds the whole request — connect, send, reply
-  head and body — with one timer around the exchange (httpx's own per-operation timeouts are set to
-  the same value and so never fire later); past it the request is an ``error`` with failure
-  ``timeout``. A server trickling its reply byte by byte cannot stretch it.
+  head and body — with one timer around the exchange (no per-read timeouts beside it); past it the
+  request is an ``error`` with failure ``timeout``. A server trickling its reply byte by byte
+  cannot stretch it.
 - **Replies as h11 reads them.** The reply head is parsed by h11 (through httpcore): what it accepts
   is read (a bare-LF head, obs-fold headers, heads up to 100 KiB), what it refuses (a longer head,
   a reply that is not HTTP/1.x, a broken framing) is a ``connection`` error.
