@@ -7,7 +7,7 @@ time is the delay and nothing more. ``python -m jevkedro.testing`` (the tests' f
 server, an ``http.server.ThreadingHTTPServer``) spends about 0.4 ms of CPU per request in its
 threads; with 32 requests arriving together (they all started 20 ms ago) the last of them waits
 ~13 ms for its turn on the server's core, so what the client sees is not a fixed 20 ms. This one
-runs on one asyncio event loop (uvloop where installed): it reads each request (head and
+runs on one asyncio event loop: it reads each request (head and
 ``Content-Length`` body; keep-alive), sleeps the delay without holding anything up, and sends the
 same body the tests' server sends (:func:`jevkedro.testing.system_one_answers`) with an
 ``x-typesafe-request-id`` header. It is a benchmark fixture, not a general HTTP server.
@@ -60,12 +60,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--delay-s", type=float, default=0.02)
     args = ap.parse_args()
-    try:
-        import uvloop
-
-        uvloop.run(_main(args.delay_s))
-    except ImportError:
-        asyncio.run(_main(args.delay_s))
+    asyncio.run(_main(args.delay_s))
 
 
 if __name__ == "__main__":

@@ -19,10 +19,9 @@ What it measures:
    the server to core 1 (``taskset``; ``--no-pin`` leaves both free).
    Median of ``--repeats`` runs; every run starts from an empty predictions log
    and writes it as a real run does (append + flush per line, fsync at most once a second).
-   ``--transport loop`` (the default for remote adapters: one thread, one event loop) and/or
-   ``thread`` (httpx from ``concurrency`` threads, what remote adapters without an event-loop path
-   use). Beside them, in the same run, the transport's own ceiling: a bare loop of the same POSTs
-   through :mod:`jevkedro.models.http_loop` (no adapter, no engine, no log), ``concurrency`` at once.
+   Beside it, in the same run, the transport's own ceiling: a bare loop of the same POSTs through
+   the adapter's :meth:`~jevkedro.models.http.HttpAdapter.post_async` (httpx; no engine, no log),
+   ``concurrency`` at once.
 2. The Dask executor on a LocalCluster of 2 worker processes (concurrency 1 in each) against the
    local executor at concurrency 1, same server: speed-up = local wall time / Dask wall time, on a
    cluster started beforehand (its start-up time is reported separately). Records come back as
@@ -66,19 +65,11 @@ def timed_run(snapshot, settings: dict, workdir: Path) -> float:
     return timed_run_cpu(snapshot, settings, workdir)[0]
 
 
-def timed_run_cpu(snapshot, settings: dict, workdir: Path, transport: str = "loop") -> tuple[float, float]:
+def timed_run_cpu(snapshot, settings: dict, workdir: Path) -> tuple[float, float]:
     """Wall seconds of one run and the CPU seconds this (client) process spent in it, all threads."""
     log_path = workdir / f"run-{time.perf_counter_ns()}" / "predictions.jsonl"
     plog = PredictionLog(log_path)
     adapter = make_adapter(settings)
-    if transport == "thread":  # the engine's thread path (httpx), as for adapters without a loop path
-        setup = adapter.setup
-
-        def thread_setup() -> None:
-            setup()
-            adapter.event_loop = False
-
-        adapter.setup = thread_setup
     t0, c0 = time.perf_counter(), time.process_time()
     summary = run_inference(snapshot, adapter, plog, EngineSettings.from_model(settings), settings)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -87,30 +78,27 @@ def timed_run_cpu(snapshot, settings: dict, workdir: Path, transport: str = "loo
 
 
 def bare_loop(endpoint: str, rows, concurrency: int) -> tuple[float, float]:
-    """Wall and client CPU seconds of the same POSTs through the event-loop transport alone."""
+    """Wall and client CPU seconds of the same POSTs through the adapter's transport alone."""
     import asyncio
 
-    from jevkedro.models.http import CappedBody
-    from jevkedro.models.http_loop import ConnectionPool, exchange
-    from jevkedro.nodes.engine import _loop_factory
+    from jevkedro.models.http import HttpReply
 
+    adapter = make_adapter({"adapter": "systemone", "endpoint": endpoint, "api_key_env": ""})
+    adapter.setup()
     bodies = [json.dumps({"model": "jev-1.13.0", **row.request}).encode() for row in rows]
 
     async def run() -> None:
-        pool = ConnectionPool(endpoint, {"Accept": "application/json"})
         todo = iter(bodies)
 
         async def worker() -> None:
             for body in todo:
-                reply = CappedBody(1 << 24)
-                status, _ = await exchange(pool, "/systemone", body, "application/json", reply)
-                assert status == 200 and json.loads(reply.data())["answers"]
+                reply = await adapter.post_async("/systemone", body, "application/json")
+                assert isinstance(reply, HttpReply) and reply.body["answers"], reply
         await asyncio.gather(*(worker() for _ in range(concurrency)))
-        await pool.aclose()
+        await adapter.aclose()
 
     t0, c0 = time.perf_counter(), time.process_time()
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        runner.run(run())
+    asyncio.run(run())
     return time.perf_counter() - t0, time.process_time() - c0
 
 
@@ -160,7 +148,6 @@ def main() -> None:
                     help="do not pin the client to core 0 and the server to core 1 (taskset)")
     ap.add_argument("--no-dask", action="store_true", help="skip the Dask comparison")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
-    ap.add_argument("--transport", nargs="+", choices=["loop", "thread"], default=["loop", "thread"])
     ap.add_argument("--server", choices=sorted(SERVERS), default="asyncio",
                     help="asyncio: benchmarks/fixed_delay_server.py, which answers after the delay at little CPU; "
                          "threading: the tests' server (python -m jevkedro.testing), ~0.4 ms of CPU per request in threads")
@@ -183,14 +170,14 @@ def main() -> None:
                 rows = synthetic_rows(n, prefix=f"c{c}-")
                 snapshot = synthetic_snapshot(tmp / f"snap{c}", rows)
                 ideal = c / args.delay_s
-                transports = ["bare", *args.transport]
+                transports = ["bare", "engine"]
                 runs: dict[str, list] = {t: [] for t in transports}
                 server_cpu: dict[str, list] = {t: [] for t in transports}
                 for _ in range(args.repeats):  # the transports take turns, so each repeat shares one load
                     for transport in transports:
                         s0 = process_cpu_s(server.pid)
                         runs[transport].append(bare_loop(endpoint, rows, c) if transport == "bare" else
-                                               timed_run_cpu(snapshot, {**base, "concurrency": c}, tmp, transport))
+                                               timed_run_cpu(snapshot, {**base, "concurrency": c}, tmp))
                         server_cpu[transport].append(process_cpu_s(server.pid) - s0)
                 for transport in transports:
                     rates = [n / w for w, _ in runs[transport]]

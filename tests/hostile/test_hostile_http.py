@@ -1,5 +1,9 @@
 """Corpus, classes 2 and 10 and the HTTP faults already handled — what a server can send back.
 
+The last part (issue 23, #3 and #16) talks to a server written with sockets: a reply pushed unasked
+on a keep-alive connection is never another request's answer, a reply head trickled a byte at a
+time ends at ``timeout_s``, and odd heads are judged as h11 reads them.
+
 One loopback server for the module, scripted per request fault. Every case asserts the request's
 record (status, failure) and, for replies that parse, how each question is judged: an answer a
 double cannot hold or a repeated key is ``invalid`` (the view still scored), a reply over the body
@@ -11,6 +15,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import socket
+import threading
+import time
 
 import pytest
 from hostile_support import ask, judged, lines, settings_for
@@ -212,3 +219,194 @@ def test_interleaved_5xx_are_errors_and_a_rerun_asks_exactly_them_again(tmp_path
     assert (second["asked"], second["reused"], second["statuses"]) == (3, 5, {"ok": 8})
     asked = {t: server.counts[t] for t in (r.request_id for r in rows)}
     assert asked == {f"flaky{i:05d}": (2 if i in (1, 4, 6) else 1) for i in range(8)}
+
+
+# -- issue 23 #3 and #16: replies not bound to their request, a trickling head, odd heads --------------
+
+class RawServer:
+    """A keep-alive HTTP/1.1 server on a real loopback socket, written with sockets so that it can
+    send what no server library would: after each request it writes ``reply(ticket, questions)``
+    (the request's ``state.ticket`` and questions), whatever those bytes are."""
+
+    def __init__(self, reply):
+        self.reply, self.connections, self.asked = reply, 0, []
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}/v1"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:  # closed: the test is over
+                return
+            self.connections += 1
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        buf = b""
+        with conn:
+            try:
+                while True:
+                    while b"\r\n\r\n" not in buf:
+                        data = conn.recv(65536)
+                        if not data:
+                            return
+                        buf += data
+                    head, _, buf = buf.partition(b"\r\n\r\n")
+                    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                                  if line.lower().startswith(b"content-length:"))
+                    while len(buf) < length:
+                        buf += conn.recv(65536)
+                    body, buf = json.loads(buf[:length]), buf[length:]
+                    self.asked.append(body["state"]["ticket"])
+                    conn.sendall(self.reply(body["state"]["ticket"], body["questions"]))
+            except OSError:  # the client hung up (a deadline, a connection it gave up)
+                return
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.listener.close()
+
+
+def _reply(body: bytes, head: bytes = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n") -> bytes:
+    return head + b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def _answer(ticket: str, questions, model: str | None = None) -> bytes:
+    return json.dumps({"model": model or f"jev-{ticket}", "answers": system_one_answers(questions)}).encode()
+
+
+def _stray_after_each_answer(ticket, questions) -> bytes:
+    # a well-formed reply of the same shape (it would score as a valid answer), pushed unasked
+    return _reply(_answer(ticket, questions)) + _reply(_answer(ticket, questions, model="stray"))
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_a_stray_reply_pushed_after_each_answer_is_never_the_next_requests_answer(tmp_path, concurrency):
+    with RawServer(_stray_after_each_answer) as srv:
+        summary, plog, _ = ask(tmp_path, settings_for(srv, concurrency=concurrency), n=20)
+    records = lines(plog)
+    assert summary["statuses"] == {"ok": 20} and len(records) == 20
+    for rec in records:  # every stored answer is its own request's
+        assert rec["model"] == f"jev-{rec['request_id']}" and "stray" not in rec["raw_response"], rec["request_id"]
+    # the stray made each reused connection broken: its request went again on a fresh connection
+    assert srv.connections > concurrency and sorted(set(srv.asked)) == [r["request_id"] for r in records]
+
+
+def test_a_stray_reply_that_arrives_while_the_connection_is_idle_is_never_an_answer():
+    """The stray comes 50 ms after the answer, while the connection waits for its next request."""
+    import asyncio
+
+    from jevkedro.models import make_adapter
+
+    class Late(RawServer):
+        def _serve(self, conn):
+            real = conn.sendall
+
+            class Delayed:  # the real reply at once, the stray on its own 50 ms later
+                def __getattr__(self, name):
+                    return getattr(conn, name)
+
+                def __enter__(self):
+                    return self
+
+                def __exit__(self, *exc):
+                    conn.close()
+
+                def sendall(self, data):
+                    cut = data.index(b"HTTP/1.1", 1)
+                    real(data[:cut])
+                    time.sleep(0.05)
+                    real(data[cut:])
+
+            return RawServer._serve(self, Delayed())
+
+    def request(ticket):
+        return {"state": {"ticket": ticket}, "questions": {"q": {"type": "noul", "instructions": "?"}}}
+
+    with Late(_stray_after_each_answer) as srv:
+        adapter = make_adapter(settings_for(srv))
+        adapter.setup()
+
+        async def three():
+            out = []
+            for ticket in ("a", "b", "c"):
+                out.append(await adapter.answer_async(ticket, request(ticket)))
+                await asyncio.sleep(0.2)  # the stray arrives meanwhile
+            await adapter.aclose()
+            return out
+
+        results = asyncio.run(three())
+    assert [(r.status, r.model) for r in results] == [("ok", "jev-a"), ("ok", "jev-b"), ("ok", "jev-c")]
+    assert srv.asked == ["a", "b", "c"] and srv.connections == 3  # each stray closed its connection
+
+
+def test_bytes_past_a_bodys_length_are_never_read_as_the_next_reply(tmp_path):
+    with RawServer(lambda ticket, q: _reply(_answer(ticket, q)) + b"xx") as srv:  # two bytes past Content-Length
+        summary, plog, _ = ask(tmp_path, settings_for(srv, max_consecutive_failures=100), n=12)
+    records = lines(plog)
+    assert len(records) == 12 and not summary["stopped"]
+    for rec in records:  # an answer is its own request's; a connection the leftover broke is a connection error
+        if rec["status"] == "ok":
+            assert rec["model"] == f"jev-{rec['request_id']}", rec
+        else:
+            assert (rec["status"], rec["failure"]) == ("error", "connection") and "illegal status line" in rec["error"]
+    assert summary["statuses"]["ok"] >= 6  # each broken connection is followed by a fresh one
+
+
+@pytest.mark.parametrize("timeout_s", [1, 2])
+def test_a_reply_head_trickled_a_byte_at_a_time_ends_at_the_deadline(tmp_path, timeout_s):
+    def trickle(ticket, q):  # each byte well within any per-read timeout, the whole head never
+        for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 1000:
+            yield bytes([byte])
+            time.sleep(0.05)
+
+    class Trickling(RawServer):
+        def _serve(self, conn):
+            with conn:
+                try:
+                    conn.recv(65536)
+                    for part in trickle(None, None):
+                        conn.sendall(part)
+                except OSError:  # the client gave up at its deadline: what this case is for
+                    return
+
+    with Trickling(None) as srv:
+        t0 = time.monotonic()
+        summary, plog, _ = ask(tmp_path, settings_for(srv, timeout_s=timeout_s), n=1)
+        took = time.monotonic() - t0
+    (rec,) = lines(plog)
+    assert (rec["status"], rec["failure"]) == ("error", "timeout") and f"{timeout_s}s" in rec["error"]
+    assert timeout_s * 0.9 < took < 2.5 * timeout_s
+
+
+BODY = b'{"model": "jev-odd", "answers": {}}'
+
+
+@pytest.mark.parametrize("reply, status, text", [
+    # what h11 (through httpx) accepts is read; what it refuses is a connection error — one behaviour
+    (b"HTTP/1.1 200 OK\nContent-Length: %d\n\n%s" % (len(BODY), BODY), "ok", None),  # bare-LF head
+    (b"HTTP/1.1 200 OK\r\nX-Folded: one\r\n two\r\nContent-Length: %d\r\n\r\n%s" % (len(BODY), BODY), "ok", None),
+    (_reply(BODY, b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 100_000 + b"\r\n"), "ok", None),  # a 100 KB header
+    (_reply(BODY, b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 150_000 + b"\r\n"), "error", "Receive buffer too long"),
+    (_reply(BODY, b"HTTP/1.1 200 OK\r\n" + b"X-Many: a\r\n" * 20_000), "error", "Receive buffer too long"),
+    (_reply(BODY, b"HTTP/1.1 200 OK\r\nbad header line\r\n"), "error", "illegal header line"),
+    (b"HTTP/2 200\r\n\r\n" + BODY, "error", "illegal status line"),
+])
+def test_odd_reply_heads_are_judged_as_h11_reads_them(tmp_path, reply, status, text):
+    with RawServer(lambda ticket, q: reply) as srv:
+        summary, plog, _ = ask(tmp_path, settings_for(srv), n=1)
+    (rec,) = lines(plog)
+    assert rec["status"] == status, rec
+    if status == "ok":
+        assert rec["model"] == "jev-odd"
+    else:
+        assert rec["failure"] == "connection" and text in rec["error"], rec["error"]

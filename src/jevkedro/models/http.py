@@ -1,15 +1,34 @@
-"""Shared HTTP client layer of the remote adapters (System One, OpenAI-compatible).
+"""Shared HTTP client layer of the remote adapters (System One, OpenAI-compatible): one transport, httpx.
 
-Two transports carry the same requests. By default the engine awaits :meth:`HttpAdapter.answer_async`
-on one event loop (:mod:`jevkedro.models.http_loop`: keep-alive HTTP/1.1 on asyncio streams, one
-connection pool per loop, no thread per request in flight). :meth:`HttpAdapter.answer` goes through
-one :class:`httpx.Client` per adapter, thread-safe and pooled: the thread path, taken when a proxy
-variable (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``) is set, which httpx honours and the loop
-transport does not. A subclass writes only its wire format (:meth:`HttpAdapter.prepare`: the bytes
-to POST; :meth:`HttpAdapter.finish`: the result from the reply); everything after the bytes arrive
-(:meth:`HttpAdapter.reply_from`, :class:`CappedBody`, the failure results) is shared by both
-transports. What every remote adapter needs lives here:
+Every request goes through :class:`httpx.AsyncClient` on the engine's event loop
+(:meth:`HttpAdapter.answer_async`). The async client rather than the sync client in threads: no
+thread per request in flight, and one deadline can cancel the whole exchange, which a blocking read
+in a thread cannot (measured: docs/benchmarks.md, "HTTP client"). A subclass writes only its wire
+format (:meth:`HttpAdapter.prepare`: the bytes to POST; :meth:`HttpAdapter.finish`: the result from
+the reply); the rest lives here:
 
+- **Connections** (:class:`Slot`). One slot per request in flight, each an ``httpx.AsyncClient``
+  limited to one keep-alive connection, lent to one request at a time and reused: at most
+  ``model.concurrency`` connections, since the engine has no more requests in flight. (httpcore's
+  shared pool walks all its connections on every checkout, which costs several times the CPU per
+  request at concurrency 32.) A request goes straight to the transport httpx picks for the
+  endpoint. Proxies, TLS and certificates are httpx's own: ``trust_env`` is on, so
+  ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY``/``NO_PROXY`` and ``SSL_CERT_FILE``/``SSL_CERT_DIR``
+  act as httpx documents; redirects are not followed.
+- **A reply belongs to its request** (:class:`GuardedBackend`). Bytes that arrive on a keep-alive
+  connection before its next request is written (a server pushing an unsolicited reply, or a body
+  longer than its ``Content-Length``) make it broken: a whole reply found there sends the request
+  again once on a fresh connection (a second one is a ``connection`` error), leftover bytes that
+  are not a reply make it a ``connection`` error. Never is such a reply the next request's answer.
+  (Bytes a server sends only after the next request went out are, by HTTP/1.1, that request's reply:
+  no client can tell them apart.)
+- **Per-request deadline.** ``model.timeout_s`` bounds the whole request — connect, send, reply
+  head and body — with one timer around the exchange (no per-read timeouts beside it); past it the
+  request is an ``error`` with failure ``timeout``. A server trickling its reply byte by byte
+  cannot stretch it.
+- **Replies as h11 reads them.** The reply head is parsed by h11 (through httpcore): what it accepts
+  is read (a bare-LF head, obs-fold headers, heads up to 100 KiB), what it refuses (a longer head,
+  a reply that is not HTTP/1.x, a broken framing) is a ``connection`` error.
 - **Key handling.** ``model.api_key_env`` names an environment variable; its value is sent as
   ``Authorization: Bearer <key>``. An empty name (``''``, ``none``, ``-``) sends no
   ``Authorization`` header at all (open endpoints). The key itself is never a setting and never
@@ -23,17 +42,11 @@ transports. What every remote adapter needs lives here:
   failure ``too_large``, storing only a short excerpt of the body. It counts as an infrastructure
   failure (the server's reply is unusable, like a malformed one: a run of them stops the run) and
   is not retried (the same request would fetch the same body).
-- **Per-request deadline.** ``model.timeout_s`` bounds the whole request (connect, send and the
-  body read chunk by chunk); a request past it is an ``error`` with failure ``timeout``. On the
-  event loop the deadline is exact (one timer around the whole exchange). On the thread path
-  every single network wait is bounded by ``timeout_s`` (httpx) and the deadline is checked as
-  each body chunk arrives, so the worst case (a wait that starts just before the deadline) ends
-  about 2 × ``timeout_s`` after the request started.
 - **Status mapping** (docs/protocol.md §2 and the engine's stop rules): 401/403 and 429 raise
   :class:`StopRun` (429 carries ``retry-after`` so a retry policy may wait it out); 413/422 are an
   error for this request only (failure ``request``); any other non-2xx status is failure
   ``server``; a refused, dropped or reset connection, or a reply that is not HTTP/1.x, is
-  ``connection`` (its error text names the transport's exception); a 2xx body that is not JSON, or
+  ``connection`` (its error text names httpx's exception); a 2xx body that is not JSON, or
   whose ``Content-Encoding`` cannot be decoded, is ``malformed`` (its text is kept as returned). A JSON body is read by
   :func:`jevkedro.nodes.jsonparse.parse_json`: a key it repeats is reported
   (:attr:`HttpReply.duplicate_keys`) and a number beyond the double range (a 5,000-digit integer)
@@ -46,8 +59,8 @@ import asyncio
 import json
 import logging
 import os
+import select
 import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -127,6 +140,7 @@ class HttpAdapter(Adapter):
     redaction. Subclasses implement :meth:`ask`; :meth:`answer` redacts what it returns."""
 
     remote = True
+    event_loop = True  # the engine awaits answer_async on its loop
     default_key_env: str | None = None
 
     class Options(AdapterOptions):
@@ -148,11 +162,10 @@ class HttpAdapter(Adapter):
         name = self.default_key_env if api_key_env is None else str(api_key_env)
         self.key_env = None if name is None or name.strip().lower() in NO_AUTH_NAMES else name.strip()
         self.redactor = Redactor(None)
-        self._client: Any = None  # an httpx.Client, made on the thread path's first request
         self._headers: dict[str, str] | None = None  # what every request carries, set by setup()
-        self._pools: dict[Any, Any] = {}  # event loop -> its http_loop.ConnectionPool
-        self._pools_lock = threading.Lock()  # Dask worker threads may each run a loop; guards _client too
-        self.event_loop = False  # whether answer_async may be used (decided by setup())
+        self._ssl: Any = None  # one ssl.SSLContext for every slot (made with the first one)
+        self._slots: dict[Any, list[Slot]] = {}  # event loop -> its idle slots (one connection each)
+        self._slots_lock = threading.Lock()  # Dask worker threads may each run a loop
 
     # -- lifecycle -------------------------------------------------------------------------
     def setup(self) -> None:
@@ -171,59 +184,31 @@ class HttpAdapter(Adapter):
             register_secret(key)  # the log filter: no log line of this process carries it
             headers["Authorization"] = f"Bearer {key}"
         self._headers = headers
-        # A proxy named in the environment is honoured by httpx only: such runs take the thread path.
-        self.event_loop = not proxy_in_environment()
 
-    def _httpx_client(self) -> Any:
-        """The thread path's httpx.Client, made on its first use (loading its CA bundle costs
-        ~0.1 s of CPU that a run on the event loop never needs)."""
+    def _new_slot(self) -> Slot:
+        """A slot of one keep-alive connection to the endpoint (see :class:`Slot`)."""
         import httpx
 
-        if self._client is None:
-            if self._headers is None:
-                raise RuntimeError(f"{self.kind}: setup() was not called")
-            with self._pools_lock:
-                if self._client is None:
-                    self._client = httpx.Client(
-                        headers=self._headers,
-                        timeout=httpx.Timeout(self.timeout_s),
-                        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
-                        follow_redirects=False,
-                    )
-        return self._client
+        if self._headers is None:
+            raise RuntimeError(f"{self.kind}: setup() was not called")
+        if self._ssl is None:  # loading the CA bundle costs CPU: once per adapter, not per slot
+            self._ssl = httpx.create_ssl_context(trust_env=True)
+        client = httpx.AsyncClient(headers=self._headers, verify=self._ssl, follow_redirects=False, trust_env=True,
+                                   limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+        return Slot(client, httpx.URL(self.endpoint))
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-        with self._pools_lock:
-            left, self._pools = list(self._pools.values()), {}
-        for pool in left:  # only loops that ended without aclose() (an interpreter-level interrupt)
-            for _, writer in pool.idle:
-                try:
-                    writer.transport.abort()
-                except RuntimeError:  # its loop is closed: the socket goes with the transport
-                    pass
-
-    def _pool(self) -> Any:
-        """The connection pool of the running event loop (made on first use)."""
-        from jevkedro.models.http_loop import ConnectionPool
-
-        loop = asyncio.get_running_loop()
-        pool = self._pools.get(loop)
-        if pool is None:
-            if self._headers is None:
-                raise RuntimeError(f"{self.kind}: setup() was not called")
-            with self._pools_lock:
-                pool = self._pools[loop] = ConnectionPool(self.endpoint, self._headers)
-        return pool
+        # Only loops that ended without aclose() (an interpreter-level interrupt) leave clients here;
+        # their sockets close with them.
+        with self._slots_lock:
+            self._slots.clear()
 
     async def aclose(self) -> None:
-        """Close the running loop's connections (the engine calls this before its loop ends)."""
-        with self._pools_lock:
-            pool = self._pools.pop(asyncio.get_running_loop(), None)
-        if pool is not None:
-            await pool.aclose()
+        """Close the running loop's clients (the engine calls this before its loop ends)."""
+        with self._slots_lock:
+            idle = self._slots.pop(asyncio.get_running_loop(), [])
+        for slot in idle:
+            await slot.client.aclose()
 
     def identity(self) -> dict[str, Any]:
         return {"adapter": self.kind, "model": self.model_id, "endpoint": self.endpoint}
@@ -238,20 +223,8 @@ class HttpAdapter(Adapter):
         """The request's result from the server's reply (or from the transport's error result)."""
         raise NotImplementedError
 
-    def ask(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
-        """Answer one request through httpx; the result is redacted by :meth:`answer`."""
-        prepared = self.prepare(request)
-        if isinstance(prepared, AdapterResult):
-            return prepared
-        wire, context = prepared
-        reply = self.post(wire.path, content=wire.content, headers={"Content-Type": wire.content_type})
-        return self.finish(reply, context, request)
-
-    def answer(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
-        return self.redacted(self.ask(request_id, request), request)
-
     async def ask_async(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
-        """:meth:`ask` on the running event loop: the same wire request and reply rules."""
+        """One request: its wire form, the POST and the result; redacted by :meth:`answer_async`."""
         prepared = self.prepare(request)
         if isinstance(prepared, AdapterResult):
             return prepared
@@ -259,8 +232,18 @@ class HttpAdapter(Adapter):
         return self.finish(await self.post_async(wire.path, wire.content, wire.content_type), context, request)
 
     async def answer_async(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
-        """:meth:`answer` on the running event loop (the engine's default for remote adapters)."""
         return self.redacted(await self.ask_async(request_id, request), request)
+
+    def answer(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
+        """:meth:`answer_async` on an event loop of its own (for callers outside the engine, which
+        awaits :meth:`answer_async` on its loop); not from inside a running loop."""
+        async def once() -> AdapterResult:
+            try:
+                return await self.answer_async(request_id, request)
+            finally:
+                await self.aclose()
+
+        return asyncio.run(once())
 
     def redacted(self, result: AdapterResult, request: Mapping[str, Any]) -> AdapterResult:
         """``result`` with the key taken out of everything it stores (see :mod:`jevkedro.redaction`).
@@ -296,53 +279,53 @@ class HttpAdapter(Adapter):
         text = " ".join(text.split())
         return (self.redact(text[:ERROR_EXCERPT_CHARS * 2]) or "")[:ERROR_EXCERPT_CHARS] + ("…" if len(text) > ERROR_EXCERPT_CHARS else "")
 
-    def post(self, path: str, **kwargs: Any) -> HttpReply | AdapterResult:
-        """POST ``<endpoint><path>`` through httpx (the thread path); a 2xx reply, or the request's
-        error result (or StopRun). :meth:`post_async` is the same request on the event loop."""
-        import httpx
-
-        client = self._httpx_client()
-        url = self.endpoint + path
-        deadline = time.monotonic() + self.timeout_s
-        body = CappedBody(self.max_response_bytes)
-        try:
-            with client.stream("POST", url, **kwargs) as resp:
-                status, headers = resp.status_code, resp.headers
-                if not body.refuse_declared(headers.get("content-length", "")):
-                    for chunk in resp.iter_bytes():
-                        if body.add(chunk):
-                            break
-                        if time.monotonic() > deadline:
-                            raise httpx.ReadTimeout("request deadline passed while reading the body")
-        except httpx.TimeoutException as exc:
-            return self.timeout_result(exc)
-        except httpx.TransportError as exc:  # refused, reset, dropped mid-body (RemoteProtocolError)
-            return self.connection_result(exc)
-        except httpx.DecodingError as exc:  # a Content-Encoding (gzip, br, ...) the body does not follow
-            return self.undecodable_result(exc)
-        except httpx.RequestError as exc:  # anything else httpx refuses about the exchange
-            return self.connection_result(exc, "request failed")
-        return self.reply_from(url, status, headers, body)
-
     async def post_async(self, path: str, content: bytes, content_type: str) -> HttpReply | AdapterResult:
-        """:meth:`post` on the running event loop (:mod:`jevkedro.models.http_loop`): one connection
-        pool per loop, the whole request under one ``timeout_s`` deadline."""
+        """POST ``content`` to ``<endpoint><path>`` under the request's deadline: a 2xx reply, or the
+        request's error result (or :class:`StopRun`). A reply that was on the connection before the
+        request went out (:class:`UnboundReply`) sends the request again once on a fresh connection."""
         import httpx
 
-        from jevkedro.models.http_loop import HttpProtocolError, exchange
-
         url = self.endpoint + path
-        body = CappedBody(self.max_response_bytes)
         try:
             async with asyncio.timeout(self.timeout_s):
-                status, headers = await exchange(self._pool(), path, content, content_type, body)
-        except TimeoutError as exc:
+                for attempt in (1, 2):
+                    body = CappedBody(self.max_response_bytes)
+                    slot = self._take_slot()
+                    try:
+                        status, headers = await slot.post(path, content, content_type, body)
+                    except UnboundReply as exc:
+                        await slot.client.aclose()  # never lent again; a fresh slot means a fresh connection
+                        if attempt == 2:
+                            return self.connection_result(exc)
+                        log.warning("%s: %s; sending the request again on a fresh connection", url, exc)
+                        continue
+                    except BaseException:
+                        self._give_slot(slot)  # httpx closed the connection the exchange left unfinished
+                        raise
+                    self._give_slot(slot)
+                    return self.reply_from(url, status, headers, body)
+        except (TimeoutError, httpx.TimeoutException) as exc:
             return self.timeout_result(exc)
-        except httpx.DecodingError as exc:
+        except httpx.DecodingError as exc:  # a Content-Encoding (gzip, br, ...) the body does not follow
             return self.undecodable_result(exc)
-        except (OSError, EOFError, HttpProtocolError, asyncio.LimitOverrunError) as exc:
+        except httpx.TransportError as exc:  # refused, reset, dropped mid-body, not HTTP/1.x (RemoteProtocolError)
             return self.connection_result(exc)
-        return self.reply_from(url, status, headers, body)
+        except httpx.RequestError as exc:  # anything else httpx refuses about the exchange
+            return self.connection_result(exc, "request failed")
+        raise AssertionError("unreachable: the second attempt returns")
+
+    def _take_slot(self) -> Slot:
+        """An idle slot of the running loop, or a new one (so one per request in flight)."""
+        loop = asyncio.get_running_loop()
+        with self._slots_lock:
+            idle = self._slots.setdefault(loop, [])
+            if idle:
+                return idle.pop()
+        return self._new_slot()
+
+    def _give_slot(self, slot: Slot) -> None:
+        with self._slots_lock:
+            self._slots.setdefault(asyncio.get_running_loop(), []).append(slot)
 
     # -- the rules every transport shares, once the bytes have arrived --------------------------
     def timeout_result(self, exc: BaseException) -> AdapterResult:
@@ -421,12 +404,121 @@ class CappedBody:
         return self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
 
 
-PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
+class Slot:
+    """One keep-alive connection to the endpoint: an ``httpx.AsyncClient`` limited to one connection,
+    and the transport httpx picks for the endpoint (direct, or a proxy from the environment), guarded
+    (:class:`GuardedBackend`). A request goes to that transport as it is, with the client's headers:
+    no auth flow, cookies or redirects to run (the adapters use none), and no per-read timeouts (the
+    request's one deadline is :meth:`HttpAdapter.post_async`'s)."""
+
+    def __init__(self, client: Any, endpoint: Any) -> None:
+        self.client, self.endpoint = client, endpoint
+        self.transport = client._transport_for_url(endpoint)  # httpx's choice, NO_PROXY and all
+        guard(self.transport)
+        self.headers = list(client.headers.multi_items())
+        self.urls: dict[str, Any] = {}
+
+    async def post(self, path: str, content: bytes, content_type: str, body: CappedBody) -> tuple[int, Any]:
+        """The reply's status and headers, its (decoded) body read into ``body`` up to the cap."""
+        import httpx
+
+        url = self.urls.get(path)
+        if url is None:
+            url = self.urls[path] = self.endpoint.copy_with(raw_path=self.endpoint.raw_path + path.encode("ascii"))
+        request = httpx.Request("POST", url, headers=[*self.headers, ("Content-Type", content_type)], content=content)
+        resp = await self.transport.handle_async_request(request)
+        try:
+            check_bound(resp)
+            if not body.refuse_declared(resp.headers.get("content-length")):
+                async for chunk in resp.aiter_bytes():
+                    if body.add(chunk):
+                        break
+        finally:
+            await resp.aclose()
+        return resp.status_code, resp.headers
 
 
-def proxy_in_environment() -> bool:
-    """Whether a proxy variable httpx would honour (``HTTP(S)_PROXY``, ``ALL_PROXY``, any case) is set."""
-    return any(os.environ.get(name) or os.environ.get(name.upper()) for name in PROXY_VARIABLES)
+class UnboundReply(ConnectionError):
+    """Bytes a keep-alive connection received that no request of ours asked for."""
+
+
+class GuardedStream:
+    """One connection's byte stream as httpcore uses it, noting whether the server spoke out of turn.
+
+    A request starts with the first write after a read. If the server's bytes are already waiting
+    then (after the connection's first exchange: a fresh TLS connection may hold session tickets),
+    or if the reply head is complete without a read since the request was written (it sat in h11's
+    buffer: sent with the previous reply), the reply was not sent for this request."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.socket = inner.get_extra_info("socket")  # asked once: anyio builds its attributes on every call
+        self.exchanges = 0  # requests started on this connection
+        self.read_since_write = False  # whether the server's bytes were read after this request's first write
+        self.writing = False  # inside a request's writes (no read since)
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if not self.writing:  # a request begins
+            self.writing, self.read_since_write = True, False
+            self.exchanges += 1
+            if self.exchanges > 1 and self.get_extra_info("is_readable"):
+                raise UnboundReply("the server sent bytes on the idle keep-alive connection before this request")
+        await self.inner.write(buffer, timeout)
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        data = await self.inner.read(max_bytes, timeout)
+        self.writing, self.read_since_write = False, True
+        return data
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                        timeout: float | None = None) -> GuardedStream:
+        return GuardedStream(await self.inner.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "is_readable" and self.socket is not None:  # as httpcore's backends answer it
+            if self.socket.fileno() < 0:
+                return True  # closed: the next read would return b""
+            poll = select.poll()
+            poll.register(self.socket, select.POLLIN)
+            return bool(poll.poll(0))
+        return self.inner.get_extra_info(info)
+
+
+class GuardedBackend:
+    """httpcore's network backend with every connection it opens wrapped in a :class:`GuardedStream`."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def connect_tcp(self, *args: Any, **kwargs: Any) -> GuardedStream:
+        return GuardedStream(await self.inner.connect_tcp(*args, **kwargs))
+
+    async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> GuardedStream:
+        return GuardedStream(await self.inner.connect_unix_socket(*args, **kwargs))
+
+    async def sleep(self, seconds: float) -> None:
+        await self.inner.sleep(seconds)
+
+
+def guard(transport: Any) -> None:
+    """Guard every connection ``transport`` (an httpx transport) opens.
+
+    httpx 0.28 (pinned) takes no network backend: its transport's httpcore pool is given one here."""
+    pool = getattr(transport, "_pool", None)
+    if pool is None or not hasattr(pool, "_network_backend"):
+        raise RuntimeError(f"httpx {type(transport).__name__} has no httpcore pool to guard (httpx changed?)")
+    if not isinstance(pool._network_backend, GuardedBackend):
+        pool._network_backend = GuardedBackend(pool._network_backend)
+
+
+def check_bound(response: Any) -> None:
+    """Raise :class:`UnboundReply` when ``response``'s head was complete before its request was written."""
+    stream = response.extensions.get("network_stream")
+    if isinstance(stream, GuardedStream) and not stream.read_since_write:
+        raise UnboundReply("a reply was waiting on the keep-alive connection before this request was sent")
 
 
 def _candidate_keys(request: Mapping[str, Any]) -> list[str]:

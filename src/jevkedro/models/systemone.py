@@ -182,7 +182,7 @@ class SystemOneAdapter(HttpAdapter):
     # -- the call ----------------------------------------------------------------------------
     def _multipart(self, body: dict[str, Any], images: list[str]) -> tuple[bytes, str] | AdapterResult:
         """The multipart/form-data body (field ``request`` + one ``image`` part per image) and its
-        content type (with the boundary), encoded by httpx for both transports."""
+        content type (with the boundary), as httpx encodes them."""
         import httpx
 
         files = []

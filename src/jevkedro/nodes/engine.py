@@ -247,20 +247,11 @@ def _drain(inflight: Mapping[Any, str], col: _Collector) -> None:
             log.exception("%s: lost while the run was failing", inflight[fut])
 
 
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
-    """uvloop's event loop where installed (less CPU per socket call), else asyncio's own."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop
-    return uvloop.new_event_loop
-
-
 def _run_on_a_loop(make: Callable[[], Any]) -> None:
     """Run the coroutine ``make()`` on a new event loop in this thread, or, when this thread already
     runs one (a notebook, an async caller), in one helper thread: a loop cannot be nested."""
     def run() -> None:
-        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        with asyncio.Runner() as runner:
             runner.run(make())
 
     try:

@@ -1,8 +1,8 @@
-"""The event-loop transport of the remote adapters (models/http_loop.py) and the engine's loop path.
+"""The one HTTP transport of the remote adapters (httpx.AsyncClient on the engine's event loop).
 
-Everything runs against the real loopback server. The loop path is what remote runs take by
-default; the same snapshots run through the thread path (httpx) must give the same records, so
-the rules that live once in models/http.py are seen to hold for both transports.
+Everything runs against real loopback servers: how each kind of reply is recorded, keep-alive
+connections and their bound, the whole-request deadline, the stop rules and retries on the loop, a
+proxy named in the environment, TLS, and replies that are not HTTP.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import zlib
 import pytest
 
 from jevkedro.models import make_adapter
-from jevkedro.models.http import CappedBody
-from jevkedro.models.http_loop import ConnectionPool, HttpProtocolError, exchange
 from jevkedro.models.settings import EngineSettings
 from jevkedro.models.systemone import SystemOneAdapter
 from jevkedro.nodes.infer import run_inference
@@ -64,76 +62,58 @@ def _settings(srv, **extra):
             "timeout_s": 10, "max_response_bytes": CAP, "progress": 0, **extra}
 
 
-def _run(tmp_path, settings, rows, name="out", transport="loop", adapter=None):
+def _run(tmp_path, settings, rows, name="out", adapter=None):
     snapshot = synthetic_snapshot(tmp_path / f"snap-{name}", rows)
     plog = PredictionLog(tmp_path / name / "predictions.jsonl")
-    adapter = adapter or make_adapter(settings)
-    if transport == "thread":
-        setup = adapter.setup
-
-        def thread_setup():
-            setup()
-            adapter.event_loop = False
-
-        adapter.setup = thread_setup
-    summary = run_inference(snapshot, adapter, plog, EngineSettings.from_model(settings), settings)
+    summary = run_inference(snapshot, adapter or make_adapter(settings), plog, EngineSettings.from_model(settings), settings)
     return summary, PredictionLog(plog.path).records
 
 
 FAULTS = ["", "chunked", "gzip", "deflate-chunked", "gzip-not-gzip", "gzip-truncated", "over-cap-chunked",
           "over-cap-declared", "over-cap-gzip", "request-id-twice", "close", "503", "422", "malformed", "missing",
           "drop", "500", "413", "echo"]
-COMPARED = ("status", "failure", "http_status", "response", "raw_response", "error", "unsupported_questions", "usage", "model")
 
 
-def test_the_loop_path_writes_the_records_the_thread_path_writes(server, tmp_path):
+def test_every_kind_of_reply_gets_its_record(server, tmp_path):
     # two of every fault, interleaved so no run of infrastructure failures stops the run
     faults = {}
     for i, fault in enumerate(FAULTS * 2):
         faults[2 * i] = fault
     rows = synthetic_rows(2 * len(FAULTS) * 2, faults)
-    settings = _settings(server, concurrency=8, max_consecutive_failures=100)
-    by = {t: _run(tmp_path, settings, rows, name=t, transport=t) for t in ("loop", "thread")}
-    (loop_summary, loop), (thread_summary, thread) = by["loop"], by["thread"]
-    assert loop_summary["statuses"] == thread_summary["statuses"] and not loop_summary["stopped"]
-    assert sorted(loop) == sorted(thread) == [r.request_id for r in rows]
-    for rid, rec in loop.items():
-        other = thread[rid]
-        assert {k: rec.get(k) for k in COMPARED if k != "error"} == {k: other.get(k) for k in COMPARED if k != "error"}, rid
-        # a connection error names the transport's own exception; every other text is the same
-        same_text = rec["error"] if rec.get("failure") != "connection" else rec["error"].split(":")[0]
-        assert (other["error"] if other.get("failure") != "connection" else other["error"].split(":")[0]) == same_text, rid
-        assert (rec.get("server_request_id") is None) == (other.get("server_request_id") is None), rid
+    summary, records = _run(tmp_path, _settings(server, concurrency=8, max_consecutive_failures=100), rows)
+    assert not summary["stopped"] and sorted(records) == [r.request_id for r in rows]
     kinds = {rows[i].request_id: f for i, f in faults.items()}
-    failure = {f: loop[rid].get("failure") for rid, f in kinds.items()}
+    failure = {f: records[rid].get("failure") for rid, f in kinds.items()}
     assert failure["gzip-not-gzip"] == failure["malformed"] == "malformed"
     assert failure["over-cap-chunked"] == failure["over-cap-declared"] == failure["over-cap-gzip"] == "too_large"
-    assert failure["drop"] == "connection" and failure["503"] == "server" and failure["422"] == "request"
+    assert failure["drop"] == "connection" and failure["503"] == failure["500"] == "server"
+    assert failure["422"] == failure["413"] == "request"
     for fault in ("", "chunked", "gzip", "deflate-chunked", "close", "request-id-twice", "missing", "echo"):
-        assert failure[fault] is None, fault
+        assert failure[fault] is None and records[next(r for r, f in kinds.items() if f == fault)]["status"] == "ok", fault
+    answered = next(rid for rid, f in kinds.items() if f == "gzip")
+    assert records[answered]["response"]["answers"] == system_one_answers(rows[int(answered[1:])].request["questions"])
     rid_twice = next(rid for rid, f in kinds.items() if f == "request-id-twice")
-    assert loop[rid_twice]["server_request_id"] == "a, b"
+    assert records[rid_twice]["server_request_id"] == "a, b"
+
+
+def _counting_connections(srv):
+    """The client addresses of the connections ``srv`` accepts (a list that grows as it accepts)."""
+    accepted, process = [], srv.httpd.process_request
+
+    def counted(request, client_address):
+        accepted.append(client_address)
+        return process(request, client_address)
+
+    srv.httpd.process_request = counted
+    return accepted
 
 
 def test_connections_are_kept_alive_and_bounded_by_the_concurrency(tmp_path):
-    from jevkedro.models import http_loop
-
-    pools = []
-    original = http_loop.ConnectionPool.__init__
-
-    def recording_init(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        pools.append(self)
-
     with LoopbackServer(delay_s=0.01) as srv:
-        http_loop.ConnectionPool.__init__ = recording_init
-        try:
-            summary, records = _run(tmp_path, _settings(srv, concurrency=4), synthetic_rows(60))
-        finally:
-            http_loop.ConnectionPool.__init__ = original
+        accepted = _counting_connections(srv)
+        summary, records = _run(tmp_path, _settings(srv, concurrency=4), synthetic_rows(60))
         assert summary["statuses"] == {"ok": 60} and srv.total == 60 and srv.max_inflight <= 4
-    assert len(pools) == 1 and 1 <= pools[0].opened <= 4
-    assert pools[0].idle == []  # closed when the run's loop ended
+    assert 1 <= len(accepted) <= 4  # one keep-alive connection per request in flight, reused
 
 
 def test_a_slow_body_ends_at_the_deadline(server, tmp_path):
@@ -251,45 +231,41 @@ def _serve_once(reply: bytes) -> tuple[socket.socket, int]:
     return listener, listener.getsockname()[1]
 
 
-@pytest.mark.parametrize("reply, error", [
-    (b"SSH-2.0-OpenSSH\r\n\r\n", HttpProtocolError),
-    (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}", EOFError),
-    (b"HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\n{}", HttpProtocolError),
-    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", HttpProtocolError),
-    (b"HTTP/1.1 200 OK\r\nbroken header\r\n\r\n", HttpProtocolError),
-    (b"", EOFError),
+def _ask_once(port: int):
+    adapter = make_adapter({"adapter": "systemone", "endpoint": f"http://127.0.0.1:{port}/v1", "api_key_env": "",
+                            "timeout_s": 10})
+    adapter.setup()
+    try:
+        return adapter.answer("r", {"state": "s", "questions": {"q": {"type": "noul", "instructions": "?"}}})
+    finally:
+        adapter.close()
+
+
+@pytest.mark.parametrize("reply, text", [
+    (b"SSH-2.0-OpenSSH\r\n\r\n", "illegal status line"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}", "peer closed connection without sending complete message body"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\n{}", "conflicting Content-Length"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "illegal chunk header"),
+    (b"HTTP/1.1 200 OK\r\nbroken header\r\n\r\n", "illegal header line"),
+    (b"", "Server disconnected without sending a response"),
 ])
-def test_replies_that_are_not_http_are_refused(reply, error):
+def test_replies_that_are_not_http_are_connection_failures(reply, text):
     listener, port = _serve_once(reply)
-
-    async def go():
-        pool = ConnectionPool(f"http://127.0.0.1:{port}/v1", {})
-        try:
-            await exchange(pool, "/systemone", b"{}", "application/json", CappedBody(CAP))
-        finally:
-            await pool.aclose()
-
-    with listener, pytest.raises(error):
-        asyncio.run(go())
+    with listener:
+        result = _ask_once(port)
+    assert (result.status, result.failure) == ("error", "connection") and "RemoteProtocolError" in result.error
+    assert text in result.error
 
 
 def test_a_reply_read_until_close_and_interim_replies():
     body = b'{"answers": {}}'
     listener, port = _serve_once(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 200 OK\r\n\r\n" + body)
-
-    async def go():
-        pool = ConnectionPool(f"http://127.0.0.1:{port}/v1", {})
-        got = CappedBody(CAP)
-        status, headers = await exchange(pool, "/systemone", b"{}", "application/json", got)
-        idle = len(pool.idle)
-        await pool.aclose()
-        return status, got.data(), idle
-
     with listener:
-        assert asyncio.run(go()) == (200, body, 0)  # read to the end; an HTTP/1.0 connection is not kept
+        result = _ask_once(port)
+    assert (result.status, result.http_status, result.raw) == ("ok", 200, body.decode())
 
 
-def test_dask_workers_take_the_loop_path(tmp_path):
+def test_dask_workers_ask_on_their_own_loops(tmp_path):
     distributed = pytest.importorskip("distributed")
     with LoopbackServer() as srv, distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                                                            dashboard_address=None) as cluster:
@@ -338,7 +314,7 @@ def _self_signed(folder):
     return cert_path, key_path
 
 
-def test_https_on_both_paths_and_an_untrusted_certificate(tmp_path, monkeypatch):
+def test_https_and_an_untrusted_certificate(tmp_path, monkeypatch):
     import ssl
 
     cert, key = _self_signed(tmp_path)
@@ -353,21 +329,34 @@ def test_https_on_both_paths_and_an_untrusted_certificate(tmp_path, monkeypatch)
         assert {r["failure"] for r in records.values()} == {"connection"}
         assert "CERTIFICATE_VERIFY_FAILED" in records["r00000"]["error"]
         monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # trusted the way httpx is told to trust it
-        for transport in ("loop", "thread"):
-            summary, records = _run(tmp_path, settings, synthetic_rows(4, {2: "500"}), name=transport, transport=transport)
-            assert summary["statuses"] == {"ok": 3, "error": 1}, transport
-            assert records["r00002"]["failure"] == "server" and records["r00002"]["http_status"] == 500
+        summary, records = _run(tmp_path, settings, synthetic_rows(8, {2: "500"}), name="trusted")
+        assert summary["statuses"] == {"ok": 7, "error": 1}
+        assert records["r00002"]["failure"] == "server" and records["r00002"]["http_status"] == 500
 
 
-def test_openai_compat_writes_the_same_records_on_both_paths(tmp_path):
+def test_a_proxy_named_in_the_environment_carries_the_requests(tmp_path, monkeypatch):
+    """HTTP_PROXY is honoured as httpx documents: the endpoint itself (nobody listens there) is
+    reached only through the proxy, which receives every request in absolute form."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        unreachable = s.getsockname()[1]
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with LoopbackServer() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.httpd.server_address[1]}")
+        settings = {**_settings(proxy, concurrency=2), "endpoint": f"http://127.0.0.1:{unreachable}/v1"}
+        summary, records = _run(tmp_path, settings, synthetic_rows(4))
+        assert summary["statuses"] == {"ok": 4} and proxy.total == 4
+
+
+def test_openai_compat_records(tmp_path):
     with LoopbackServer() as srv:
         settings = {"adapter": "openai_compat", "endpoint": srv.endpoint, "model": "gpt-test", "api_key_env": "",
                     "progress": 0, "concurrency": 4, "max_consecutive_failures": 10}
         rows = synthetic_rows(8, {1: "prose", 3: "500", 5: "malformed", 6: "413"})
-        (_, loop), (_, thread) = (_run(tmp_path, settings, rows, name=t, transport=t) for t in ("loop", "thread"))
-    assert sorted(loop) == sorted(thread) == [r.request_id for r in rows]
-    for rid in loop:
-        assert {k: loop[rid].get(k) for k in COMPARED} == {k: thread[rid].get(k) for k in COMPARED}, rid
-    assert loop["r00001"]["status"] == "ok" and loop["r00001"]["meta"]["verbalized_problem"]
-    assert [loop[f"r0000{i}"].get("failure") for i in (3, 5, 6)] == ["server", "malformed", "request"]
-    assert loop["r00000"]["probability_source"] == "verbalized" and loop["r00000"]["usage"]["output_tokens"] == 20
+        _, records = _run(tmp_path, settings, rows)
+    assert sorted(records) == [r.request_id for r in rows]
+    assert records["r00001"]["status"] == "ok" and records["r00001"]["meta"]["verbalized_problem"]
+    assert [records[f"r0000{i}"].get("failure") for i in (3, 5, 6)] == ["server", "malformed", "request"]
+    assert records["r00000"]["probability_source"] == "verbalized" and records["r00000"]["usage"]["output_tokens"] == 20
+    assert records["r00000"]["model"] == "gpt-test-2026"
