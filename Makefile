@@ -31,6 +31,7 @@ run: setup
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/python scripts/import_cycles.py src/jevkedro
 	$(BIN)/mypy
 
 test: lint
