@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from jevkedro.datasets import JSONDataset, JSONLinesDataset
-from jevkedro.nodes.distributed import records_to_jsonl
+from jevkedro.nodes.distributed import read_shard, write_shard
 from jevkedro.nodes.jsonparse import dumps_utf8
 from jevkedro.nodes.snapshot import atomic_write_json
 from jevkedro.nodes.tracking import storable, view_run
@@ -24,8 +24,9 @@ def test_json_documents_and_lines_are_utf8_and_read_back_the_same(tmp_path):
     assert JSONDataset(filepath=str(tmp_path / "doc.json")).load() == doc
     JSONLinesDataset(filepath=str(tmp_path / "q.jsonl")).save([doc, {"x": 2}])
     assert JSONLinesDataset(filepath=str(tmp_path / "q.jsonl")).load() == [doc, {"x": 2}]
-    shard = records_to_jsonl([{"request_id": "r1", "model": LONE}])
-    assert [json.loads(line) for line in shard.decode("utf-8").splitlines()] == [{"request_id": "r1", "model": LONE}]
+    write_shard(str(tmp_path / "shard.jsonl"), [{"request_id": "r1", "status": "ok", "model": LONE}])
+    (tmp_path / "shard.jsonl").read_bytes().decode("utf-8")  # valid UTF-8
+    assert read_shard(str(tmp_path / "shard.jsonl")) == [{"request_id": "r1", "status": "ok", "model": LONE}]
 
 
 def test_tags_and_params_are_stored_as_the_escape():
