@@ -34,6 +34,7 @@ from kedro.io import DataCatalog, DatasetError
 from jevkedro import console
 from jevkedro.config import SettingsError, check_run_name
 from jevkedro.datasets import catalog_dataset, project_catalog
+from jevkedro.errors import UserError
 from jevkedro.nodes import compare as stats
 from jevkedro.nodes.plots import comparison_reliability_figure, slice_differences_figure
 from jevkedro.nodes.predictions_log import PredictionLog
@@ -45,7 +46,7 @@ from jevkedro.registry import VIEWS, family_of
 MAX_FLIPS = 500  # per direction, in the JSON (the counts are always complete)
 
 
-class CompareError(Exception):
+class CompareError(UserError):
     """An input is missing or the two runs cannot be paired; the message says which file and why."""
 
 

@@ -25,12 +25,13 @@ from pydantic import (
     ValidationError,
 )
 
+from jevkedro.errors import UserError
 from jevkedro.protocol import DataKind
 
 # -- base ------------------------------------------------------------------------------------------
 
 
-class SettingsError(ValueError):
+class SettingsError(UserError, ValueError):
     """One or more settings are unknown or out of range; the message lists each, by its full key."""
 
     def __init__(self, problems: Iterable[str]) -> None:

@@ -24,6 +24,7 @@ from kedro.io import AbstractDataset, DataCatalog, DatasetError
 from kedro_datasets._typing import JSONPreview, TablePreview
 
 from jevkedro.config import PrepareOptions, parse_prepare_options
+from jevkedro.errors import UserError
 from jevkedro.family import Release
 from jevkedro.nodes import output_lock, tracking
 from jevkedro.nodes.plots import figure_png
@@ -166,7 +167,7 @@ class PredictionsDataset(AbstractDataset[None, PredictionLog]):
         return {"filepath": str(self.filepath)}
 
 
-class BrokenFileError(DatasetError):
+class BrokenFileError(UserError, DatasetError):
     """A JSON or JSON Lines file the project wrote that cannot be read back (the message names it)."""
 
 

@@ -27,11 +27,12 @@ from kedro.config import MissingConfigException
 from kedro.framework.hooks import hook_impl
 
 from jevkedro import console
+from jevkedro.config import SettingsError
 from jevkedro.nodes import output_lock
 from jevkedro.nodes.report import summary_line
 from jevkedro.nodes.tracking import fail_stale_runs, jevkedro_experiment_ids, log_failed_view_run
 from jevkedro.parameters import check_parameters
-from jevkedro.redaction import redact_registered, register_secret
+from jevkedro.redaction import header_problem, is_env_name, redact_registered, register_secret
 from jevkedro.registry import VIEWS
 
 log = logging.getLogger(__name__)
@@ -51,10 +52,25 @@ class ModelKeysFromCredentials:
             return
         keys = (credentials or {}).get(CREDENTIALS_KEY) or {}
         if not isinstance(keys, dict):
-            raise ValueError(f"credentials.yml: {CREDENTIALS_KEY} must map environment variable names to keys")
+            raise SettingsError([f"credentials.yml: {CREDENTIALS_KEY} must map environment variable names to keys"])
+        problems = []
+        for value in keys.values():
+            if isinstance(value, (str, int)) and not isinstance(value, bool):
+                register_secret(str(value))  # kept out of every log line from now on
+        for name, value in keys.items():
+            where = f"credentials.yml: {CREDENTIALS_KEY}.{name}"
+            if not is_env_name(str(name)):
+                problems.append(f"credentials.yml: {CREDENTIALS_KEY} has an entry whose name is not an environment "
+                                "variable's (letters, digits and _); its value is not shown")
+            elif value is not None and (isinstance(value, bool) or not isinstance(value, (str, int))):
+                problems.append(f"{where}: must be the key itself (a string), not a {type(value).__name__}")
+            elif value is not None and header_problem(str(value)):
+                problems.append(f"{where}: the key cannot be sent as an HTTP header value: it holds "
+                                f"{header_problem(str(value))}; its value is not shown")
+        if problems:
+            raise SettingsError(problems)
         exported = []
         for name, value in keys.items():
-            register_secret(str(value) if value else None)  # kept out of every log line from now on
             if value and not os.environ.get(name):
                 os.environ[str(name)] = str(value)
                 exported.append(str(name))

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from jevkedro.config import PrepareOptions, SettingsError, parse_gates, parse_prepare_options, unknown_key_problem
-from jevkedro.models.settings import ModelSettings
+from jevkedro.models.settings import ModelSettings, adapter_class
 from jevkedro.registry import VIEWS
 
 VIEW_GROUP_KEYS = ("prepare",)
@@ -39,6 +39,8 @@ def check_parameters(params: Mapping[str, Any]) -> tuple[ModelSettings, dict[str
         model = ModelSettings.parse(params.get("model") or {}, require_name=True)
     except SettingsError as exc:
         problems += exc.problems
+    else:  # what the adapter can check before any node: its file, its key
+        problems += adapter_class(model.adapter).preflight(model.options, model.flat())
     for view in VIEWS:
         group = params.get(view)
         if group is None:

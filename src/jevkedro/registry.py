@@ -12,6 +12,8 @@ import importlib
 from dataclasses import dataclass
 from types import ModuleType
 
+from jevkedro.errors import UserError
+
 
 @dataclass(frozen=True)
 class Family:
@@ -43,7 +45,7 @@ FAMILY_BY_VIEW: dict[str, Family] = {v: f for f in FAMILIES for v in f.views}
 VIEWS: tuple[str, ...] = tuple(FAMILY_BY_VIEW)
 
 
-class UnknownViewError(KeyError):
+class UnknownViewError(UserError, KeyError):
     def __str__(self) -> str:  # KeyError quotes its message; say it plainly
         return self.args[0]
 

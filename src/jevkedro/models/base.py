@@ -9,7 +9,7 @@ System One response body. It never sees targets, slices or provenance. The engin
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,6 +105,13 @@ class Adapter(ABC):
     def identity(self) -> dict[str, Any]:
         """What must match for earlier predictions to be reused (no secrets)."""
         return {"adapter": self.kind, "model": self.model_id}
+
+    @classmethod
+    def preflight(cls, options: AdapterOptions, settings: Mapping[str, Any]) -> list[str]:
+        """What is wrong with these settings that can be seen before any node runs (a file that
+        is not there, a key that cannot be sent); each problem names its setting, never a secret.
+        ``settings`` is the flat ``model`` mapping. Called by the settings check."""
+        return []
 
     def setup(self) -> None:
         """Load weights / open connections and warm up. Not counted in latency."""

@@ -73,7 +73,7 @@ from jevkedro.models.base import Adapter, AdapterResult, StopRun
 from jevkedro.models.settings import AdapterOptions, PositiveFloat, PositiveInt
 from jevkedro.nodes.jsonparse import JSONTextError, parse_json
 from jevkedro.protocol import ProtocolError, candidates_for
-from jevkedro.redaction import Redactor, public_strings, register_secret
+from jevkedro.redaction import Redactor, header_problem, is_env_name, public_strings, register_secret, settings_holding
 
 log = logging.getLogger(__name__)
 
@@ -159,13 +159,43 @@ class HttpAdapter(Adapter):
         self.endpoint = check_endpoint(endpoint)
         self.timeout_s = float(timeout_s)
         self.max_response_bytes = int(max_response_bytes)
-        name = self.default_key_env if api_key_env is None else str(api_key_env)
-        self.key_env = None if name is None or name.strip().lower() in NO_AUTH_NAMES else name.strip()
+        self.key_env = self.key_env_of(api_key_env)
         self.redactor = Redactor(None)
         self._headers: dict[str, str] | None = None  # what every request carries, set by setup()
         self._ssl: Any = None  # one ssl.SSLContext for every slot (made with the first one)
         self._slots: dict[Any, list[Slot]] = {}  # event loop -> its idle slots (one connection each)
         self._slots_lock = threading.Lock()  # Dask worker threads may each run a loop
+
+    @classmethod
+    def key_env_of(cls, api_key_env: str | None) -> str | None:
+        """The environment variable that holds the key (None: no auth)."""
+        name = cls.default_key_env if api_key_env is None else str(api_key_env)
+        return None if name is None or name.strip().lower() in NO_AUTH_NAMES else name.strip()
+
+    @classmethod
+    def preflight(cls, options: AdapterOptions, settings: Mapping[str, Any]) -> list[str]:
+        """``model.api_key_env`` names a variable (a key's value there is refused, unprinted); the
+        key can be sent as a header value; no setting holds the key's value."""
+        raw_name = getattr(options, "api_key_env", None)
+        name = cls.key_env_of(raw_name)
+        if name is None:
+            return []
+        if not is_env_name(name):
+            return ["model.api_key_env: must NAME the environment variable that holds the key (letters, digits "
+                    "and _, e.g. TYPESAFE_API_KEY); what was given is not one and is not shown, in case it is the key "
+                    "itself: put the key in the environment (or conf/local/credentials.yml) and its name here"]
+        key = os.environ.get(name, "")
+        if not key:
+            return []  # said when the adapter starts, with what to do (an open endpoint may need none)
+        problems = []
+        problem = header_problem(key)
+        if problem:
+            problems.append(f"the key in ${name} (model.api_key_env) cannot be sent as an HTTP header value: it holds "
+                            f"{problem}; fix the key where it is set (its value is not shown)")
+        for setting in settings_holding({k: v for k, v in settings.items() if k != "api_key_env"}, [key]):
+            problems.append(f"model.{setting}: holds the value of the API key in ${name}; a key belongs in the "
+                            "environment only (the setting would be logged); its value is not shown")
+        return problems
 
     # -- lifecycle -------------------------------------------------------------------------
     def setup(self) -> None:
@@ -180,8 +210,12 @@ class HttpAdapter(Adapter):
                     f"model.api_key_env names {self.key_env}, which is not set: export it or put it under "
                     "model_api_keys in conf/local/credentials.yml (or pass model.api_key_env='' for an "
                     "open endpoint)")
-            self.redactor = Redactor(key)
             register_secret(key)  # the log filter: no log line of this process carries it
+            problem = header_problem(key)
+            if problem:  # a line break would inject a header line: refused before any request
+                raise ValueError(f"the key in ${self.key_env} (model.api_key_env) cannot be sent as an HTTP header "
+                                 f"value: it holds {problem}; fix the key where it is set (its value is not shown)")
+            self.redactor = Redactor(key)
             headers["Authorization"] = f"Bearer {key}"
         self._headers = headers
 

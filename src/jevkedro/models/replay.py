@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+import os
+import stat
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,29 @@ from jevkedro.nodes.jsonparse import JSONTextError, ParsedJSON, parse_json
 from jevkedro.nodes.snapshot import SourceFormatError
 
 log = logging.getLogger(__name__)
+
+PREFLIGHT_LINE_BYTES = 1 << 24  # the settings check judges the first line when it is at most this long
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFSOCK: "a socket"}
+
+
+class ReplayFileError(SourceFormatError, FileNotFoundError):
+    """``model.path`` is not a replay file that can be read (missing, a folder, a device, ...)."""
+
+
+def _first_line(path: Path) -> tuple[int, bytes | None]:
+    """The first non-blank line (without its newline; a leading byte-order mark dropped) and its
+    number, or None when the file has none or it is longer than the settings check reads."""
+    with open(path, "rb") as f:
+        for lineno in range(1, 1 << 20):
+            line = f.readline(PREFLIGHT_LINE_BYTES + 1)
+            if not line or len(line) > PREFLIGHT_LINE_BYTES:
+                return lineno, None
+            if lineno == 1:
+                line = line.removeprefix(BOM)
+            if line.strip():
+                return lineno, line.removesuffix(b"\n")
+    return 1, None
 
 BOM = b"\xef\xbb\xbf"
 UNKNOWN_IDS_NAMED = 10  # how many unknown request ids the run metadata names (all are counted)
@@ -88,12 +113,41 @@ class ReplayAdapter(Adapter):
             raise self._error(lineno, "the key request_id appears twice: which request does the line answer?")
         return rid, parsed
 
+    @classmethod
+    def preflight(cls, options: AdapterOptions, settings: Mapping[str, Any]) -> list[str]:
+        """The file is there, a regular file, readable, and its first line is a replay record."""
+        path = getattr(options, "path", None)
+        if not path:
+            return ["model.path: the replay adapter needs model.path=<answers.jsonl>"]
+        adapter = cls(path=path)
+        try:
+            adapter._check_file()
+            lineno, first = _first_line(adapter.path)
+            if first is not None:
+                adapter._read(lineno, first)
+        except (SourceFormatError, OSError) as exc:
+            return [str(exc)]
+        return []
+
+    def _check_file(self) -> None:
+        """Refuse a ``model.path`` that is not a regular, readable file, saying what it is instead."""
+        try:
+            mode = self.path.stat().st_mode  # follows a symlink: what would be read
+        except FileNotFoundError:
+            raise ReplayFileError(f"replay file not found: {self.path} (model.path)") from None
+        except OSError as exc:
+            raise ReplayFileError(f"model.path {self.path}: cannot be read ({exc.strerror})") from None
+        if not stat.S_ISREG(mode):
+            what = "a folder" if stat.S_ISDIR(mode) else _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+            raise ReplayFileError(f"model.path {self.path} is {what}, not a replay file (a JSONL file on disk)")
+        if not os.access(self.path, os.R_OK):
+            raise ReplayFileError(f"model.path {self.path}: cannot be read (permission denied)")
+
     def setup(self) -> None:
         """Read the file once: every line parsed (lines end only at ``\\n``), the first fault refused."""
         if self._lines is not None:
             return
-        if not self.path.is_file():
-            raise FileNotFoundError(f"replay file not found: {self.path} (model.path)")
+        self._check_file()
         data = self.path.read_bytes()
         sha256 = hashlib.sha256(data).hexdigest()
         if data.startswith(BOM):

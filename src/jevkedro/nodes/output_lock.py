@@ -37,13 +37,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from jevkedro.errors import UserError
 from jevkedro.redaction import redact_registered
 
 LOCK_FILE = ".jevkedro.lock"
 _HOLDER_WAIT_S = 0.5  # a holder writes its details right after locking: wait this long for them
 
 
-class OutputFolderBusy(RuntimeError):
+class OutputFolderBusy(UserError, RuntimeError):
     """Another process holds the output folder's lock (the message names the folder and it)."""
 
 

@@ -26,6 +26,7 @@ from typing import IO, Any
 
 import msgspec
 
+from jevkedro.errors import UserError
 from jevkedro.models.settings import FSYNC_POLICIES
 from jevkedro.nodes.jsonparse import JSONTextError, dumps_utf8, parse_json
 from jevkedro.nodes.snapshot import atomic_write_bytes, atomic_writer
@@ -40,7 +41,7 @@ FIX_LINE = ("the log is written by jevkedro one record per line; fix or delete t
 _MISSING = object()
 
 
-class PredictionLogError(ValueError):
+class PredictionLogError(UserError, ValueError):
     """A predictions log line that is not a record, or a damaged ``run.json`` (names the file,
     the line and what to do)."""
 

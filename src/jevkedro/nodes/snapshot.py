@@ -36,6 +36,7 @@ import msgspec
 import numpy as np
 
 from jevkedro import __version__
+from jevkedro.errors import UserError
 from jevkedro.nodes.jsonparse import JSONTextError, dumps_utf8, parse_json
 from jevkedro.nodes.layout import QuestionLayout, question_layout
 from jevkedro.protocol import DATA_KINDS, ProtocolError, SnapshotRow, Target, dumps
@@ -43,11 +44,11 @@ from jevkedro.protocol import DATA_KINDS, ProtocolError, SnapshotRow, Target, du
 COLUMNS = ("request_id", "request", "candidates", "targets", "slices", "source")
 
 
-class SnapshotError(RuntimeError):
+class SnapshotError(UserError, RuntimeError):
     """A snapshot or its source does not match what is pinned."""
 
 
-class SourceFormatError(ValueError):
+class SourceFormatError(UserError, ValueError):
     """A malformed line in an upstream file; the message names file and line."""
 
 

@@ -13,11 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from jevkedro.errors import UserError
 from jevkedro.nodes.jsonparse import JSONTextError, describe_path, parse_json
 from jevkedro.nodes.snapshot import SnapshotError, SourceFile, SourceFormatError, sha256_file
 
 
-class SourceJSONError(ValueError):
+class SourceJSONError(UserError, ValueError):
     """Why the JSON text of an upstream source is refused; ``syntax`` when it is not JSON at all."""
 
     def __init__(self, what: str, syntax: bool) -> None:

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from jevkedro.errors import UserError
 from jevkedro.family import family_manifest
 from jevkedro.nodes.snapshot import atomic_write_bytes, sha256_file
 
@@ -31,7 +32,7 @@ DEFAULT_DEST = Path("data/01_raw/jevbench/public")
 MAX_BYTES = 16 << 20  # the largest pinned file is ~650 kB; refuse anything absurd
 
 
-class DownloadError(RuntimeError):
+class DownloadError(UserError, RuntimeError):
     """A file could not be fetched, or its bytes differ from the pin."""
 
 
