@@ -1,50 +1,29 @@
-"""Distributed inference on Dask (``model.executor=dask``; optional extra ``dask``).
+"""Distributed inference on Dask (``model.executor=dask``; optional extra ``dask``; docs/distributed.md).
 
-**Shards.** A view's requests are cut into shards of ``model.shard_size`` consecutive requests
-**in snapshot order** (shard *k* = positions ``k·S … k·S+S−1``, so a shard's identity does not
-depend on what an earlier run finished). Each shard that still has unanswered requests becomes
-one Dask task; the worker builds the adapter from the ``model`` settings (once per worker
-process) and asks the shard's missing requests with the same engine as a local run
-(concurrency, retries, stop rules).
+**Shards.** A view's requests are cut into shards of ``model.shard_size`` consecutive requests in
+snapshot order (a shard's identity does not depend on what an earlier run finished); each shard
+with unanswered requests is one Dask task, asked in the worker by the same engine as a local run
+(:func:`jevkedro.nodes.engine.ask_all`, with an adapter built once per worker process).
 
-**Records travel back through Dask.** A task's result is its shard's records (a list of
-prediction records plus why the shard stopped, if it did); nothing is read back from a path a
-worker wrote, so workers may run on other hosts without a shared filesystem. The driving Kedro
-process is the only writer of the predictions log: it appends each shard's records as the shard
-finishes and then releases the task (``Future.release``), so its memory does not grow with the
-number of requests. Tasks are submitted in a sliding window of two per worker thread (at least
-two), so the scheduler too holds only the window's requests, and a stop has little to cancel.
-MLflow tracking stays in the driver (workers never touch it).
+**Records travel back through Dask**, as task results: workers need no shared filesystem, and the
+driver is the only writer of the predictions log. It appends each shard's records as the shard
+finishes and releases the task; tasks are submitted in a sliding window of two per worker thread,
+so neither the driver nor the scheduler holds more than the window's requests.
 
-**Optional shard store** (``model.shard_store``: an fsspec URL such as ``s3://bucket/prefix`` or
-``file:///mnt/shared/shards``, or a local path; default null = none). When set, each worker
-also writes its finished shard to ``<store>/<model.name>/<view>/<identity digest>/`` as
-``shard-<k>-<digest of the asked ids>-<run token>.jsonl``, whole or not at all: on a local or
-mounted filesystem through a temp file and a rename; on object stores (s3, gcs, azure) as one
-PUT, which makes the object visible whole or not at all (they have no rename; a copy would not be
-atomic); on other filesystems through a temp name and ``fs.mv`` (atomic where the server's
-rename is). The driver merges the final records of every shard file there before asking (so
-shards finished for a driver that was killed are not asked again), and once more at the end of
-the run, deleting merged files after the log is synced. A Dask retry of a task whose result was
-lost with its worker finds its own file and asks nothing again. Without a store, a killed driver
-loses only what was in flight: everything already appended is in the log on the driver's disk.
+**Optional shard store** (``model.shard_store``, an fsspec URL or a local path): each worker also
+writes its finished shard there whole (temp file and rename; one PUT on object stores), as lines
+of the predictions log. The driver merges those files before asking and at the end of the run,
+so shards finished for a killed driver, or by a Dask retry whose result was lost, are not asked
+again.
 
-**Clusters.** ``model.scheduler=tcp://host:port`` uses an existing cluster (never closed here);
-without it a ``LocalCluster`` of ``model.workers`` processes with one thread each is started for
-the run and closed after it. Before anything is asked, every worker is checked: jevkedro must be
-importable there at the driver's version, and the variable named by ``model.api_key_env`` must
-be set in the worker's own environment; a mismatch fails the run naming the scheduler, the
-workers and what differs. API keys are never sent: the settings a task receives are the
-``model`` parameters (which carry the variable's *name*), and a setting containing the key's
-value is refused.
+**Clusters and keys.** ``model.scheduler`` names an existing cluster (never closed here); else a
+``LocalCluster`` of ``model.workers`` processes runs for the run. Every worker is checked first
+(jevkedro at the driver's version, the ``model.api_key_env`` variable set); keys are never sent,
+and a setting holding the key's value is refused.
 
-**Failures.** A worker killed mid-shard loses that shard's unanswered work: Dask reschedules the
-task on another worker (``distributed.scheduler.allowed-failures``, 3 by default), and a shard
-that still fails is recorded ``unattempted`` with the reason. A shard that hits a stop rule
-(401/403/429, consecutive infrastructure failures) stops the run: shards not yet sent are not
-sent, pending ones are cancelled, and both are recorded ``unattempted``; a shard that finished
-while the stop was handled keeps its answers (from its result, or from the store on the next
-merge).
+**Failures.** A shard lost with its worker is rescheduled by Dask; one that still fails is recorded
+``unattempted`` with the reason. A stop rule in one shard stops the run: unsent and pending shards
+are recorded ``unattempted``; finished ones keep their answers.
 """
 
 from __future__ import annotations
