@@ -233,7 +233,7 @@ def test_zh_deep_links_and_expanded_row(pages, browser):
     # a slice link of the static tables is a deep link too
     p.goto()
     p.page.click("details[data-slice='difficulty'] a:has-text('hard')")
-    p.page.wait_for_function("location.hash === '#difficulty=hard'")
+    p.page.wait_for_function("() => location.hash === '#difficulty=hard'")
     assert p.rows() == pages["report"]["metrics"]["by_difficulty"]["hard"]["n"]
     # expand a row by clicking it; the fragment names it; a second click closes it
     p.goto("sort=loss")

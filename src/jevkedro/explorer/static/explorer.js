@@ -237,7 +237,7 @@
   }
 
   var HEAD = COMPARE
-    ? ['#', 'request / question', 'type', 'slices', 'instructions', 'candidates · A | B', 'gold', 'A', 'B', 'flip', 'loss A', 'loss B', 'Δ loss (B − A)']
+    ? ['#', 'request / question', 'type', 'slices', 'instructions', 'candidates · A | B', 'gold', 'A', 'B', 'flip', 'loss A', 'loss B', 'Δ loss B − A']
     : ['#', 'request / question', 'type', 'slices', 'instructions', 'candidates · probabilities', 'gold', 'status', 'correct', 'conf.', 'loss'];
 
   function row(i, n) {
