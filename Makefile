@@ -44,7 +44,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/bench_zh_run.py
 
 viz: setup
-	$(BIN)/kedro viz run
+	$(BIN)/python scripts/viz.py
 
 mlflow-ui: setup
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db

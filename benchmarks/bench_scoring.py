@@ -21,7 +21,7 @@ repeated keys). Then, medians over ``--repeats``:
 - ``load cold`` / ``load warm``: ``load_snapshot`` + ``verify_snapshot_bytes`` without and with
   the layout cache; ``sha256sum`` of the TSV in the same run (the ideal for the hashing part);
 - ``log open``: ``PredictionLog(path)`` (every line checked, indexed), as the run's dataset loads it;
-- ``score node``: ``steps.score(snapshot, plog, model)`` on a loaded snapshot and an opened log
+- ``score node``: ``steps.score(snapshot, plog, plog.checked_meta(), model)`` on a loaded snapshot and an opened log
   (records decoded from the log's bytes): validation, generic metrics with every slice, the
   bootstrap intervals, risk-coverage, the family's report (see ``--view``), the report and the
   per-question records;
@@ -30,15 +30,13 @@ repeated keys). Then, medians over ``--repeats``:
   intervals, risk-coverage, the family's report;
 - ``questions save``: writing the per-question records (``questions.jsonl``);
 - ``log read (json.loads)``: the straightforward reading of the log, a dict per line;
-- ``side by side``: the score node and two straightforward scorers alternate ``--repeats`` times
-  in the same process; the scorers get the records already parsed (``json.loads``, before their
-  clocks start) and accumulate accuracy/NLL/Brier/ECE one question at a time. The *reference loop*
-  validates every question by the reference rules (``judge_request``, a small numpy array per
-  answer); the *plain loop* checks the common answer inline in plain Python floats and hands
-  anything else to the reference rules. Their values must equal the node's overall metrics to
-  1e-9 (the run stops otherwise). Each ratio is the median of the runs' ratios; the reading is
-  compared separately (``json.loads`` per line against ``log open``) and in the "both from the
-  log's bytes" ratios.
+- ``side by side``: the score node and a straightforward scorer alternate ``--repeats`` times in
+  the same process; the scorer gets the records already parsed (``json.loads``, before its clock
+  starts), checks the common answer inline in plain Python floats (anything else goes to the rules
+  of :mod:`jevkedro.nodes.validate`) and accumulates accuracy/NLL/Brier/ECE one question at a time.
+  Its values must equal the node's overall metrics to 1e-9 (the run stops otherwise). Each ratio is
+  the median of the runs' ratios; the reading is compared separately (``json.loads`` per line
+  against ``log open``) and in the "both from the log's bytes" ratios.
 
 With ``BENCH_SCORING_PROFILE=FILE`` one more run of the score node is profiled (cProfile, pstats
 written to FILE: ``python -m pstats FILE``).
@@ -78,6 +76,7 @@ from jevkedro.nodes.validate import (
     build_question_table,
     judge_request,
     question_records,
+    row_questions,
 )
 from jevkedro.protocol import SnapshotRow, Target
 from jevkedro.registry import family_of
@@ -202,22 +201,13 @@ class _Overall:
                 "ece": ece}
 
 
-def baseline(snapshot, records: dict) -> dict:
-    """Straightforward scoring of parsed records: every answer through the reference rules
-    (``judge_request``, which builds a small numpy array per answer), per question."""
-    acc = _Overall()
-    for row in snapshot.rows:
-        for (status, p, _), qid in zip(judge_request(row, records.get(row.request_id)), row.request["questions"]):
-            acc.add(p.tolist() if status == "ok" else None, row.targets[qid].label)
-    return acc.result()
-
-
 def plain_baseline(snapshot, records: dict) -> dict:
     """Straightforward scoring of parsed records in plain Python floats, no numpy per answer: the
     common answer (a noul number; or a probabilities object keyed by exactly the candidates, float
     values in [0, 1] summing to 1 within the tolerance, a choice naming one of them) is checked
-    inline, anything else goes through the reference rules for its whole request. Its verdicts are
-    the reference's: a sum is taken in numpy's order (sequential below 8 values, pairs of pairs at 8)."""
+    inline, anything else goes through the rules (``judge_request``) for its whole request. Its
+    verdicts are the rules': a sum is taken in numpy's order (sequential below 8 values, pairs of
+    pairs at 8)."""
     acc = _Overall()
     band = SUM_TOLERANCE + 1e-12
     for row in snapshot.rows:
@@ -247,8 +237,8 @@ def plain_baseline(snapshot, records: dict) -> dict:
                         if abs(total - 1.0) <= band:
                             divisor = 1.0 if abs(total - 1.0) <= EXACT_SUM_TOLERANCE else total
                             probs = [v / divisor for v in values]
-            if probs is None:  # anything else: the reference decides (and may reject)
-                verdicts = verdicts or judge_request(row, rec)
+            if probs is None:  # anything else: the rules decide (and may reject)
+                verdicts = verdicts or judge_request(row_questions(row), rec)
                 status, p, _ = verdicts[qi]
                 probs = p.tolist() if status == "ok" else None
             acc.add(probs, row.targets[qid].label)
@@ -336,7 +326,7 @@ def score(work: Path, repeats: int) -> dict:
     model = {"name": "bench", "adapter": "replay"}
     stage("log open", lambda: PredictionLog(log_path), repeats, res)
     plog = PredictionLog(log_path)  # opened (every line checked, indexed) once, as the run's dataset does
-    report, official, qrecords = stage("score node", lambda: steps.score(snapshot, plog, model), repeats, res)
+    report, official, qrecords = stage("score node", lambda: steps.score(snapshot, plog, plog.checked_meta(), model), repeats, res)
     # the node's parts, one stage each: what the baseline also does (validation, overall metrics), then the rest
     table = stage("part: validation", lambda: build_question_table(snapshot, plog.records), repeats, res)
     # the per-question terms are kept on the table for the slices after it: computed afresh each repeat
@@ -356,7 +346,7 @@ def score(work: Path, repeats: int) -> dict:
         import cProfile
 
         prof = cProfile.Profile()
-        prof.runcall(steps.score, snapshot, plog, model)
+        prof.runcall(steps.score, snapshot, plog, plog.checked_meta(), model)
         prof.dump_stats(os.environ["BENCH_SCORING_PROFILE"])
     # side by side: the score node and the baseline alternate, so a slower phase of a shared machine
     # falls on both; the baseline's snapshot rows are decoded and its records parsed before its clock starts
@@ -364,8 +354,8 @@ def score(work: Path, repeats: int) -> dict:
     list(rows_snapshot.rows)
     stage("log read (json.loads)", lambda: read_records(log_path), repeats, res)
     records: dict | None = None
-    runs: dict[str, list[tuple[float, float]]] = {"node": [], "validation+overall": [], "baseline": [], "plain": [],
-                                                  "open": [], "read": []}
+    runs: dict[str, list[tuple[float, float]]] = {"node": [], "validation+overall": [], "plain": [], "open": [],
+                                                  "read": []}
 
     def timed(name, fn):
         t0, c0 = time.perf_counter(), time.process_time()
@@ -374,33 +364,28 @@ def score(work: Path, repeats: int) -> dict:
         return out
 
     for _ in range(repeats):
-        timed("node", lambda: steps.score(snapshot, plog, model))
+        timed("node", lambda: steps.score(snapshot, plog, plog.checked_meta(), model))
         timed("validation+overall", lambda: M.summarize_table(build_question_table(snapshot, plog.records)))
         timed("open", lambda: PredictionLog(log_path))  # what the run's dataset does before the node
         records = None
         records = timed("read", lambda: read_records(log_path))  # the straightforward scorer's reading
-        base = timed("baseline", lambda parsed=records: baseline(rows_snapshot, parsed))
         plain = timed("plain", lambda parsed=records: plain_baseline(rows_snapshot, parsed))
 
-    def ratio(name: str, k: int, base: str = "baseline") -> float:
+    def ratio(name: str, k: int, base: str = "plain") -> float:
         return statistics.median(b[k] / x[k] for b, x in zip(runs[base], runs[name]))
 
     def from_bytes(base: str) -> float:  # json.loads + the scorer against log open + validation + overall
         return statistics.median((r[0] + b[0]) / (o[0] + v[0]) for r, b, o, v in zip(
             runs["read"], runs[base], runs["open"], runs["validation+overall"]))
 
-    res["side by side"] = {"node_s": [w for w, _ in runs["node"]], "baseline_s": [w for w, _ in runs["baseline"]],
+    res["side by side"] = {"node_s": [w for w, _ in runs["node"]], "plain_s": [w for w, _ in runs["plain"]],
                            "runs": runs, "ratio": ratio("node", 0), "ratio_cpu": ratio("node", 1),
                            "ratio_vo": ratio("validation+overall", 0), "ratio_vo_cpu": ratio("validation+overall", 1),
-                           "ratio_vo_bytes": from_bytes("baseline"),
-                           "plain_s": [w for w, _ in runs["plain"]], "ratio_vo_plain": ratio("validation+overall", 0, "plain"),
-                           "ratio_vo_plain_cpu": ratio("validation+overall", 1, "plain"),
-                           "ratio_vo_plain_bytes": from_bytes("plain")}
+                           "ratio_vo_bytes": from_bytes("plain")}
     overall = report["metrics"]["overall"]
-    res["max_abs_diff"] = max(abs(base[k] - overall[k]) for k in base)
-    res["max_abs_diff_plain"] = max(abs(plain[k] - overall[k]) for k in plain)
-    if max(res["max_abs_diff"], res["max_abs_diff_plain"]) > 1e-9:
-        raise SystemExit(f"a baseline's metrics differ from the node's: {base} / {plain} / {overall}")
+    res["max_abs_diff"] = max(abs(plain[k] - overall[k]) for k in plain)
+    if res["max_abs_diff"] > 1e-9:
+        raise SystemExit(f"the plain scorer's metrics differ from the node's: {plain} / {overall}")
     res["coverage"] = report["coverage"]["by_status"]
     res["slices"] = sum(len(v) for k, v in report["metrics"].items() if k != "overall") + \
         sum(len(v) for k, v in official["groups"].items() if k != "overall")
@@ -455,21 +440,17 @@ def main() -> None:
         side = res["side by side"]
         read_s, open_s = res["log read (json.loads)"]["median_s"], res["log open"]["median_s"]
         print(f"  side by side, {args.repeats} alternating runs: score node {statistics.median(side['node_s']):.3f} s, "
-              f"baseline over parsed records {statistics.median(side['baseline_s']):.3f} s; baseline / score node "
+              f"plain scorer over parsed records {statistics.median(side['plain_s']):.3f} s; plain / score node "
               f"{side['ratio']:.2f}x (median of the runs' ratios); overall metrics equal to {res['max_abs_diff']:.1e}")
         vo = statistics.median(w for w, _ in side["runs"]["validation+overall"])
-        print(f"  CPU seconds, baseline / score node {side['ratio_cpu']:.2f}x")
-        print(f"  validation + overall metrics (what the baseline computes), in the same alternation: {vo:.3f} s; "
-              f"baseline / that {side['ratio_vo']:.2f}x wall, {side['ratio_vo_cpu']:.2f}x CPU")
-        print(f"  both from the log's bytes, same alternation: (json.loads read + baseline) / (log open + validation "
+        print(f"  CPU seconds, plain / score node {side['ratio_cpu']:.2f}x")
+        print(f"  validation + overall metrics (what the plain scorer computes), in the same alternation: {vo:.3f} s; "
+              f"plain / that {side['ratio_vo']:.2f}x wall, {side['ratio_vo_cpu']:.2f}x CPU")
+        print(f"  both from the log's bytes, same alternation: (json.loads read + plain) / (log open + validation "
               f"+ overall metrics) {side['ratio_vo_bytes']:.2f}x wall")
-        print(f"  plain-Python scorer (common answers checked inline, no numpy per answer; the rest by the reference rules) "
-              f"{statistics.median(side['plain_s']):.3f} s, overall metrics equal to {res['max_abs_diff_plain']:.1e}: "
-              f"plain / (validation + overall) {side['ratio_vo_plain']:.2f}x wall, {side['ratio_vo_plain_cpu']:.2f}x CPU; "
-              f"both from the log's bytes {side['ratio_vo_plain_bytes']:.2f}x wall")
         print(f"  reading the log: json.loads per line {read_s:.3f} s, PredictionLog open {open_s:.3f} s "
-              f"({read_s / open_s:.1f}x); (read + baseline) / (open + score node) "
-              f"{(read_s + statistics.median(side['baseline_s'])) / (open_s + statistics.median(side['node_s'])):.2f}x")
+              f"({read_s / open_s:.1f}x); (read + plain) / (open + score node) "
+              f"{(read_s + statistics.median(side['plain_s'])) / (open_s + statistics.median(side['node_s'])):.2f}x")
         print(f"  load warm / sha256sum: {res['load warm']['median_s'] / res['sha256sum']['median_s']:.2f}x")
 
 

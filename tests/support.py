@@ -58,6 +58,14 @@ def copy_project(dest: Path, raw_folders: list[str] | None = None) -> Path:
     return dest
 
 
+def project_conf(dest: Path) -> Path:
+    """``conf/base`` and an empty ``conf/local`` at ``dest``: what compare and summary read to find
+    a project's outputs (its catalog)."""
+    shutil.copytree(ROOT / "conf" / "base", dest / "conf" / "base")
+    (dest / "conf" / "local").mkdir(exist_ok=True)
+    return dest
+
+
 def make_project(tmp: Path, raw_folders: list[str]) -> Path:
     """A project copy under ``tmp/project`` with only the given ``data/01_raw`` folders."""
     return copy_project(tmp / "project", raw_folders)

@@ -115,3 +115,27 @@ def test_with_one_forecast_per_bin_the_classic_identity_holds():
     d = A.brier_decomposition(conf, hit, M.bin_index(conf, 15), 15)
     assert d["within_bin_variance"] == pytest.approx(0, abs=1e-15) and d["within_bin_covariance"] == pytest.approx(0, abs=1e-15)
     assert d["reliability"] - d["resolution"] + d["uncertainty"] == pytest.approx(d["brier"], abs=1e-15)
+
+
+def test_the_paired_comparison_carries_verdicts_and_the_analytic_figures():
+    from jevkedro.nodes import compare as C
+    from test_compare_stats import terms
+
+    rng = np.random.default_rng(3)
+    n = 400
+    rid = np.array([f"r{i // 2}" for i in range(n)], dtype=object)
+    good = terms(rng.random(n) < 0.8, rid=rid)
+    bad = terms(rng.random(n) < 0.4, rid=rid)
+    out = C.paired_metrics(good, bad, resamples=200)
+    acc = out["accuracy"]
+    assert acc["verdict"] == "A" and out["nll"]["verdict"] == "A" and out["brier"]["verdict"] == "A"
+    assert acc["analytic"]["clusters"] == 200 and acc["analytic"]["small_sample"] is False
+    assert acc["analytic"]["ci_low"] > 0 and acc["analytic"]["p_value"] < 0.05
+    assert acc["analytic"]["ci_low"] < acc["diff"] < acc["analytic"]["ci_high"]
+    # the analytic interval and the bootstrap's agree closely at this size
+    assert abs(acc["analytic"]["ci_low"] - acc["ci_low"]) < 0.03 and abs(acc["analytic"]["ci_high"] - acc["ci_high"]) < 0.03
+    assert "analytic" not in out["ece"]
+    swapped = C.paired_metrics(bad, good, resamples=200)
+    assert swapped["accuracy"]["verdict"] == "B" and swapped["nll"]["verdict"] == "B"
+    same = C.paired_metrics(good, good, resamples=200)
+    assert {m["verdict"] for m in same.values()} == {"none"} and same["accuracy"]["analytic"]["se"] == 0

@@ -11,7 +11,7 @@ import pytest
 from matplotlib.image import imread
 
 from jevkedro.compare import main
-from support import jevbench_snapshot_of, task
+from support import jevbench_snapshot_of, project_conf, task
 
 PNG = b"\x89PNG\r\n\x1a\n"
 # 8 JevBench tasks in 4 paraphrase groups, label "a" everywhere. P(a) per task:
@@ -38,6 +38,7 @@ def write_model(root, name, probs, snapshot, statuses=None):
 
 @pytest.fixture
 def root(tmp_path):
+    project_conf(tmp_path)  # compare finds every file through the project's catalog
     tasks = [task(f"easy-{i}", "choice", ["a", "b"], "a", group=f"g{i // 2}") for i in range(8)]
     snapshot = jevbench_snapshot_of(tmp_path / "data" / "02_snapshots", tasks)
     write_model(tmp_path, "model-a", A_P, snapshot)
@@ -123,3 +124,28 @@ def test_benjamini_hochberg_column_over_views(root, tmp_path):
     p = [0.625, 0.01, 0.04]
     assert benjamini_hochberg(p) == pytest.approx([0.625, 0.03, 0.06])
     assert np.all(np.array(benjamini_hochberg(p)) >= np.array(p))
+
+
+def test_compare_follows_outputs_moved_in_the_catalog(root, capsys):
+    """A project that keeps its reports, predictions and comparisons elsewhere (conf/local/catalog.yml)
+    is compared where they are; model names that are paths are refused."""
+    import shutil
+
+    (root / "conf/local/catalog.yml").write_text(
+        '"{view}.report":\n  type: jevkedro.datasets.ReportDataset\n'
+        '  filepath: elsewhere/${runtime_params:model.name}/{view}.report.json\n'
+        '"{view}.predictions":\n  type: jevkedro.datasets.PredictionsDataset\n'
+        '  filepath: elsewhere/${runtime_params:model.name}/{view}.jsonl\n'
+        'comparisons:\n  type: jevkedro.datasets.ComparisonsDataset\n  folder: elsewhere/pairs\n')
+    for name in ("model-a", "model-b"):
+        (root / "elsewhere" / name).mkdir(parents=True)
+        shutil.move(root / f"data/08_reporting/{name}/jevbench/report.json", root / f"elsewhere/{name}/jevbench.report.json")
+        shutil.move(root / f"data/07_model_output/{name}/jevbench/predictions.jsonl", root / f"elsewhere/{name}/jevbench.jsonl")
+    assert main(["--root", str(root), "--view", "jevbench", "model-a", "model-b", "--resamples", "50", "--no-plots"]) == 0
+    doc = json.loads((root / "elsewhere/pairs/model-a__vs__model-b/jevbench.json").read_text())
+    assert doc["metrics"]["accuracy"]["diff"] == pytest.approx(0.25)
+    assert "elsewhere/pairs/model-a__vs__model-b/jevbench.json" in capsys.readouterr().out
+    assert not (root / "data/08_reporting/compare").exists()
+    for name in ("../model-a", "model-a/"):
+        assert main(["--root", str(root), "--view", "jevbench", name, "model-b"]) == 2
+        assert f"model: {name!r} is not allowed" in capsys.readouterr().err

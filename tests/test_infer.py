@@ -290,7 +290,7 @@ def test_a_damaged_run_json_names_the_file_and_what_to_do(tmp_path, text):
 def test_numbers_no_float_holds_are_written_and_read_back_as_infinity(tmp_path):
     """A local adapter's answer with a 5,000-digit integer (past json.dumps' own limit) and a NaN:
     the run goes on, the log reads back, and the answers are judged invalid."""
-    from jevkedro.nodes.validate import build_question_table, reference_question_table
+    from jevkedro.nodes.validate import build_question_table
     from jevkedro.testing import synthetic_rows, synthetic_snapshot
 
     snap = synthetic_snapshot(tmp_path / "snap", synthetic_rows(3))
@@ -308,8 +308,6 @@ def test_numbers_no_float_holds_are_written_and_read_back_as_infinity(tmp_path):
     table = build_question_table(snap, plog.records)
     assert table.status.tolist() == ["invalid", "ok", "ok", "invalid", "ok", "ok", "ok", "ok", "ok"]
     assert table.reason[0] == "noul must be a number in [0, 1], got inf" and table.reason[3].endswith("got nan")
-    ref = reference_question_table(snap.rows, {rid: plog.records[rid] for rid in plog.records})
-    assert table.status.tolist() == ref.status.tolist() and table.reason == ref.reason
 
 
 def test_an_uncompacted_log_is_scored_by_each_requests_latest_line(snapshot, tmp_path):

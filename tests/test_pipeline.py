@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from support import copy_project, run_kedro
+from support import copy_project, project_conf, run_kedro
 
 pytestmark = pytest.mark.e2e
 
@@ -123,16 +123,19 @@ def test_changed_snapshot_refused_before_inference(ran_copy):
 
 
 def test_summary_names_the_official_headline_and_unsupported(tmp_path):
-    from jevkedro.nodes.report import summary_lines
+    from jevkedro.datasets import read_reports
+    from jevkedro.nodes.report import summary_line
 
     report = {"model": "m", "view": "decision_index", "data": "sample",
               "metrics": {"overall": {"accuracy": 0.5, "accuracy_n": 4, "nll": 0.7, "ece": 0.1}},
               "coverage": {"by_status": {"ok": 3, "unsupported": 1}, "questions": 4},
               "latency": {"p50": None}, "official": {"main_metric": {"name": "balanced_skill", "value": 24.6659}}}
-    path = tmp_path / "m" / "decision_index" / "report.json"
+    path = project_conf(tmp_path) / "data" / "08_reporting" / "m" / "decision_index" / "report.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(report))
-    (line,) = summary_lines(tmp_path)
+    (found,), problems = read_reports(tmp_path)
+    line = summary_line(found)
+    assert problems == [] and found == report
     assert "balanced_skill 24.67" in line and "valid 3/4 (1 unsupported)" in line and "p50" not in line
     assert all(len(x) <= 100 for x in line.splitlines())
 
@@ -143,13 +146,40 @@ def test_a_damaged_report_is_named_and_the_others_are_still_read(tmp_path, capsy
     good = {"model": "m", "view": "zh_decision_bench", "data": "official",
             "metrics": {"overall": {"accuracy": 0.5, "accuracy_n": 4, "nll": 0.7, "ece": 0.1}},
             "coverage": {"by_status": {"ok": 4}, "questions": 4}, "latency": {"p50": None}, "official": None}
-    for model, text in (("m", json.dumps(good)), ("half", json.dumps(good)[:40]), ("odd", "[1, 2]")):
-        path = tmp_path / model / "zh_decision_bench" / "report.json"
+    reporting = project_conf(tmp_path) / "data" / "08_reporting"
+    for model, text in (("m", json.dumps(good)), ("half", json.dumps(good)[:40]), ("odd", "[1, 2]"),
+                        ("copy", json.dumps(good))):  # m's report copied under another model's name
+        path = reporting / model / "zh_decision_bench" / "report.json"
         path.parent.mkdir(parents=True)
         path.write_text(text)
-    assert summary_main([str(tmp_path)]) == 0
+    assert summary_main(["--root", str(tmp_path)]) == 0
     out, err = capsys.readouterr()
     assert "m  " in out and "0.500" in out  # the readable report is in the table
-    assert f"skipped {tmp_path / 'half' / 'zh_decision_bench' / 'report.json'}: not valid JSON" in err
-    assert f"skipped {tmp_path / 'odd' / 'zh_decision_bench' / 'report.json'}: not a report" in err
-    assert (tmp_path / "leaderboard.csv").read_text().splitlines() == ["model,zh_decision_bench", "m,0.500"]
+    assert f"skipped {reporting / 'half' / 'zh_decision_bench' / 'report.json'}: not valid JSON" in err
+    assert f"skipped {reporting / 'odd' / 'zh_decision_bench' / 'report.json'}: not a report" in err
+    assert f"skipped {reporting / 'copy' / 'zh_decision_bench' / 'report.json'}: the report of model 'm' on " \
+           "view 'zh_decision_bench' is not in its place" in err
+    assert (reporting / "leaderboard.csv").read_text().splitlines() == ["model,zh_decision_bench", "m,0.500"]
+
+
+def test_summary_follows_reports_moved_in_the_catalog(tmp_path, capsys):
+    """Reports kept elsewhere (conf/local/catalog.yml) are found there; the leaderboard goes where
+    the catalog says."""
+    from jevkedro.summary import main as summary_main
+
+    project_conf(tmp_path)
+    (tmp_path / "conf/local/catalog.yml").write_text(
+        '"{view}.report":\n  type: jevkedro.datasets.ReportDataset\n'
+        '  filepath: results/{view}/${runtime_params:model.name}.json\n'
+        'leaderboard_csv:\n  type: jevkedro.datasets.TextDataset\n  filepath: results/board.csv\n')
+    report = {"model": "m", "view": "zh_decision_bench", "data": "official",
+              "metrics": {"overall": {"accuracy": 0.25, "accuracy_n": 4, "nll": 0.7, "ece": 0.1}},
+              "coverage": {"by_status": {"ok": 4}, "questions": 4}, "latency": {"p50": None}, "official": None}
+    (tmp_path / "results/zh_decision_bench").mkdir(parents=True)
+    (tmp_path / "results/zh_decision_bench/m.json").write_text(json.dumps(report))
+    assert summary_main(["--root", str(tmp_path), "--model", "m"]) == 0
+    assert "0.250" in capsys.readouterr().out
+    assert (tmp_path / "results/board.csv").read_text().splitlines() == ["model,zh_decision_bench", "m,0.250"]
+    assert (tmp_path / "data/08_reporting/leaderboard.md").is_file()  # not moved: where conf/base puts it
+    assert summary_main(["--root", str(tmp_path), "--model", "../m"]) == 2
+    assert "--model: '../m' is not allowed" in capsys.readouterr().err

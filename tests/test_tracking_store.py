@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -95,6 +96,31 @@ def test_one_current_run_per_model_and_view_with_params_headline_input_and_plots
             assert group["accuracy_ci"][0] <= group["accuracy"] <= group["accuracy_ci"][1]
 
 
+def test_the_track_step_logs_the_files_on_disk_and_its_dataset_loads_the_current_run(store, tmp_path):
+    """What the run holds is what the view's files hold: report, official report, manifest, plots,
+    the snapshot TSV as its input; ``{view}.mlflow_run`` loads the current run."""
+    from jevkedro.datasets import project_catalog
+
+    project, client, _ = store
+    view = "jevalt_bench"  # not rerun by the fixture (a rerun keeps the current run, and its report of then)
+    manifest = json.loads((project / f"data/02_snapshots/{view}.manifest.json").read_text())
+    for model in (A, B):
+        dataset = project_catalog(project, model).get(f"{view}.mlflow_run")
+        dataset.bind(f"sqlite:///{project / 'mlflow.db'}")
+        current = dataset.load()
+        run = client.get_run(current["run_id"])
+        assert (current["status"], current["metrics"], current["tags"]["model"]) == ("FINISHED", run.data.metrics, model)
+        logged = Path(client.download_artifacts(run.info.run_id, "", str(tmp_path / model)))
+        folder = project / f"data/08_reporting/{model}/{view}"
+        for name in ("report.json", "official.json"):
+            assert json.loads((logged / name).read_text()) == json.loads((folder / name).read_text())
+        assert json.loads((logged / "manifest.json").read_text()) == manifest
+        pngs = sorted(folder.glob("*.png"))
+        assert len(pngs) == 4 and all((logged / "plots" / p.name).read_bytes() == p.read_bytes() for p in pngs)
+        (ds,) = run.inputs.dataset_inputs
+        assert json.loads(ds.dataset.source) == {"uri": (project / f"data/02_snapshots/{view}.tsv").resolve().as_uri()}
+
+
 def test_rerun_with_the_same_result_adds_no_run_and_a_failed_gate_exits_3(store):
     project, client, rerun = store
     assert rerun.returncode == 3, rerun.stderr[-3000:]
@@ -110,6 +136,24 @@ def test_rerun_with_the_same_result_adds_no_run_and_a_failed_gate_exits_3(store)
     report = json.loads((project / f"data/08_reporting/{A}/zh_decision_bench/report.json").read_text())
     assert [g["gate"] for g in report["gates"]["failed"]] == ["min_accuracy"]
     assert (project / "logs" / "info.log").stat().st_size > 0  # Kedro's INFO log went to the file
+
+
+def test_a_kept_run_takes_the_tags_of_the_current_result(store):
+    """The same result again (so the current run is kept), now without a gate and with another
+    resolved model id: the kept run's tags say so (no stale gates=failed, no old model_id)."""
+    from jevkedro.nodes.tracking import log_view_run, view_run
+
+    project, client, _ = store
+    folder = project / f"data/08_reporting/{A}/zh_decision_bench"
+    report, official = (json.loads((folder / f"{name}.json").read_text()) for name in ("report", "official"))
+    manifest = json.loads((project / "data/02_snapshots/zh_decision_bench.manifest.json").read_text())
+    (before,) = _runs(client, "zh_decision_bench", filter_string=f"tags.model = '{A}'")
+    assert before.data.tags["gates"] == "failed"
+    report.pop("gates")
+    report["model_id"] = f"{A}@another-build"
+    assert log_view_run(view_run(report, official, manifest), f"sqlite:///{project / 'mlflow.db'}") == before.info.run_id
+    tags = client.get_run(before.info.run_id).data.tags
+    assert "gates" not in tags and tags["model_id"] == f"{A}@another-build"
 
 
 def test_a_failed_view_is_a_failed_run(store):
@@ -166,10 +210,58 @@ def test_leaderboard_filters_and_fits_100_columns(store, capsys):
     project, _, _ = store
     from jevkedro.summary import main
 
-    assert main([str(project / "data/08_reporting"), "--view", "zh_decision_bench", "--model", A, "--model", B]) == 0
+    assert main(["--root", str(project), "--view", "zh_decision_bench", "--model", A, "--model", B]) == 0
     out = capsys.readouterr().out
     assert all(len(line) <= 100 for line in out.splitlines() if str(project) not in line)
     assert "jevalt_bench" not in out and "broken" not in out
     csv_text = (project / "data/08_reporting/leaderboard.csv").read_text()
     assert csv_text.splitlines()[0] == "model,zh_decision_bench" and len(csv_text.splitlines()) == 3
     assert (project / "data/08_reporting/leaderboard.md").read_text().startswith("| model | zh_decision_bench |")
+
+
+INTERRUPTED_RUN = r"""
+import sys
+from pathlib import Path
+from kedro.framework.session import KedroSession
+from kedro.framework.startup import bootstrap_project
+from jevkedro.nodes import steps, tracking
+
+def interrupt(*args, **kwargs):
+    raise KeyboardInterrupt  # what Ctrl-C raises in the main thread
+
+if sys.argv[2] == "infer":
+    steps.infer = interrupt  # before the pipelines are built from the template
+else:
+    tracking._log_dataset = interrupt  # while the view's run is being logged
+project = Path(sys.argv[1])
+bootstrap_project(project)
+with KedroSession.create(project_path=project) as session:
+    session.run(pipeline_names=["zh_decision_bench"], **({"from_nodes": ["zh_decision_bench.verify_snapshot"]}
+                                                         if sys.argv[2] != "infer" else {}))
+"""
+
+
+def test_a_run_stopped_by_ctrl_c_ends_killed_never_finished(tmp_path):
+    """Ctrl-C (KeyboardInterrupt: Kedro calls no error hook for it) while a node runs: the `kedro
+    run` record ends KILLED, the view has no run; while a view's run is logged: that run ends
+    KILLED too, and the view keeps no FINISHED run of that result."""
+    from mlflow import MlflowClient
+
+    project = copy_project(tmp_path / "p", ["zh_decision_bench"])
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    client = MlflowClient(tracking_uri=f"sqlite:///{project / 'mlflow.db'}")
+    for where in ("infer", "tracking"):
+        done = subprocess.run([sys.executable, "-c", INTERRUPTED_RUN, str(project), where], cwd=project, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode != 0 and "KeyboardInterrupt" in done.stderr, done.stderr[-3000:]
+        (kedro_run,) = client.search_runs([client.get_experiment_by_name("jevkedro").experiment_id],
+                                          order_by=["attributes.start_time DESC"], max_results=1)
+        assert kedro_run.info.status == "KILLED", where
+        view = client.get_experiment_by_name("jevkedro/zh_decision_bench")
+        runs = client.search_runs([view.experiment_id]) if view else []
+        if where == "infer":
+            assert runs == []
+        else:
+            (run,) = runs
+            assert run.info.status == "KILLED" and run.data.tags["failure"] == "interrupted while tracking"
+    assert (project / f"data/08_reporting/{A}/zh_decision_bench/report.json").is_file()  # the reports came first

@@ -1,5 +1,6 @@
 """Answer validation edge cases (docs/protocol.md §3) and the question table's coverage policy."""
 
+import json
 import math
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jevkedro.nodes.validate import build_question_table, reference_question_table, validate_answer
+from jevkedro.nodes.validate import build_question_table, question_records, validate_answer
 from jevkedro.protocol import SnapshotRow, Target
 
 CHOICE = ["a", "b", "c"]
@@ -139,10 +140,10 @@ def test_no_key_a_model_writes_passes_for_what_validation_derives():
         "r3": {"status": "ok", "response": {"answers": [{"id": "q", "choice": "b", "probabilities": probs,
                                                          "_list_entries": 5}]}},
     }
-    for table in (build_question_table(rows, preds), reference_question_table(rows, preds)):
-        assert table.status.tolist() == ["ok"] * 3 and table.reason == [None] * 3
+    table = build_question_table(rows, preds)
+    assert table.status.tolist() == ["ok"] * 3 and table.reason == [None] * 3
     twice = {"r1": {"status": "ok", "response": {"answers": [{"id": "q", "probabilities": probs}] * 2}}}
-    assert reference_question_table(rows[:1], twice).reason == ["the list-shaped body answers this question in 2 entries"]
+    assert build_question_table(rows[:1], twice).reason == ["the list-shaped body answers this question in 2 entries"]
 
 
 def test_list_flavour_requires_choice_and_rejects_noul_in_choice_slot():
@@ -156,3 +157,81 @@ def test_list_flavour_requires_choice_and_rejects_noul_in_choice_slot():
     t = build_question_table(rows, preds)
     assert t.status.tolist() == ["ok", "invalid", "invalid"]
     assert "None is not one of the options" in t.reason[1] and "answer type 'noul'" in t.reason[2]
+
+
+def test_choice_keys_in_another_order_are_read_in_candidate_order():
+    rows = [_row("r")]
+    preds = {"r": {"status": "ok", "response": {"answers": {"q": {"type": "choice", "choice": "b",
+                                                                    "probabilities": {"b": 0.7, "a": 0.3}}}}}}
+    t = build_question_table(rows, preds)
+    assert t.status.tolist() == ["ok"] and t.P[0].tolist() == [0.3, 0.7]
+
+
+def test_a_400_digit_integer_makes_one_answer_invalid_and_the_view_is_scored():
+    row = SnapshotRow("r", {"state": "s", "questions": {"a": {"type": "noul"}, "b": {"type": "noul"}}},
+                      {"a": ["true", "false"], "b": ["true", "false"]}, {"a": Target(label=0), "b": Target(label=0)}, {}, {})
+    big = 10 ** 400
+    for answer in ({"noul": big}, {"probabilities": {"true": big, "false": -big}}, {"noul": math.inf}):
+        preds = {"r": {"status": "ok", "response": {"answers": {"a": answer, "b": {"noul": 0.9}}}}}
+        table = build_question_table([row], preds)
+        assert table.status.tolist() == ["invalid", "ok"]
+        assert "characters)" in table.reason[0] or "inf" in table.reason[0]  # quoted, shortened
+        assert len(table.reason[0]) < 300
+
+
+def test_request_columns_come_from_every_record_in_its_order():
+    """The report's request-level columns hold every record once, in the records' order (one for a
+    request the view does not have too); unattempted counts the view's requests without an
+    attempted record."""
+    rows = [_row("a"), _row("b"), _row("c"), _row("d")]
+    preds = {
+        "c": {"status": "error", "error": "HTTP 500", "latency_s": 0.5, "failure": "server"},
+        "zz": {"status": "ok", "response": {"answers": {}}, "latency_s": 0.1, "model": "m"},
+        "a": {"status": "ok", "response": {"answers": {"q": choice(a=0.5, b=0.5)}}, "latency_s": 0.2, "first": True,
+              "cost_usd": 0.01, "model": "m"},
+        "b": {"status": "unattempted"},
+    }
+    t = build_question_table(rows, preds)
+    assert t.status.tolist() == ["ok", "unattempted", "error", "unattempted"]
+    cols = t.requests
+    assert cols.status == ["error", "ok", "ok", "unattempted"] and cols.latency_s == [0.5, 0.1, 0.2, None]
+    assert cols.first == [None, None, True, None] and cols.cost_usd == [None, None, 0.01, None]
+    assert cols.model == [None, "m", "m", None] and cols.failure == ["server", None, None, None]
+    assert cols.unattempted == 2  # b (unattempted) and d (no record)
+
+
+def test_question_records_jsonl_holds_exactly_the_records():
+    row = SnapshotRow("r\"1", {"state": "s", "questions": {"q": {"type": "noul", "instructions": "?"}, "ü": {"type": "noul"}}},
+                      {"q": ["true", "false"], "ü": ["false", "true"]}, {"q": Target(label=0), "ü": Target(unscored=True)},
+                      {}, {})
+    preds = {"r\"1": {"status": "ok", "response": {"answers": {"q": {"noul": 0.123456789}, "ü": {"noul": "x\n"}}}}}
+    recs = question_records(build_question_table([row], preds))
+    assert [json.loads(line) for line in recs.jsonl().splitlines()] == list(recs)
+    assert recs[0]["probabilities"] == [0.123457, 0.876543] and recs[0]["correct"] is False  # label true, p 0.12
+    assert recs[1]["reason"].startswith("noul must be") and recs[1]["unscored"] is True and recs[1]["label"] is None
+    assert "unscored" not in recs[0]
+    for error in ({"detail": ["x"]}, "\ud800 lone surrogate"):  # any reason, even one msgspec does not write
+        table = build_question_table([row], {"r\"1": {"status": "error", "error": error}})
+        assert [json.loads(line) for line in question_records(table).jsonl().splitlines()] == list(question_records(table))
+
+
+def test_question_records_with_a_lone_surrogate_are_written_as_utf8_that_reads_back_the_same():
+    """An error text holding a lone surrogate (a string no UTF-8 can hold) becomes the questions'
+    reason: questions.jsonl is still valid UTF-8 and gives the very same string back."""
+    row = SnapshotRow("r1", {"state": "s", "questions": {"q": {"type": "noul"}}}, {"q": ["true", "false"]},
+                      {"q": Target(label=0)}, {}, {})
+    table = build_question_table([row], {"r1": {"request_id": "r1", "status": "error", "error": "HTTP 500: \ud800 é"}})
+    (line,) = question_records(table).jsonl().decode("utf-8").splitlines()
+    assert json.loads(line)["reason"] == "HTTP 500: \ud800 é"
+
+
+@pytest.mark.parametrize("body", [None, [], "text", {"answers": "no"}, {"answers": None}, {"model": "m"},
+                                  {"answers": ["junk", {"id": 5, "probabilities": {"a": 1.0, "b": 0.0}}]}])
+def test_a_body_without_answers_leaves_every_question_unanswered(body):
+    t = build_question_table([_row("r")], {"r": {"status": "ok", "response": body}})
+    assert t.status.tolist() == ["invalid"] and t.reason == ["no answer for this question"]
+
+
+def test_a_record_without_a_status_is_unattempted():
+    t = build_question_table([_row("r")], {"r": {"request_id": "r", "response": {"answers": {"q": choice(a=1.0, b=0.0)}}}})
+    assert t.status.tolist() == ["unattempted"] and t.requests.unattempted == 1

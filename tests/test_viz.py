@@ -1,4 +1,5 @@
-"""`kedro viz build`, headless: every view's lineage starts at its raw release, every dataset has a layer."""
+"""`kedro viz build`, headless: every view's lineage starts at its raw release and ends at its
+tracking step (the MLflow run), every dataset has a layer."""
 
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ from support import ROOT
 
 pytestmark = pytest.mark.e2e
 
-CHAIN = ["release", "prepare_snapshot", "snapshot", "verify_snapshot", "verified_snapshot", "infer", "predictions",
-         "score"]
-LAYERS = {"release": "raw", "snapshot": "primary", "verified_snapshot": "primary", "prediction_log": "model_output",
-          "predictions": "model_output", "question_scores": "model_output", "report": "reporting",
-          "official": "reporting", "plots": "reporting"}
+CHAIN = ["release", "prepare_snapshot", "snapshot", "verify_snapshot", "verified_snapshot", "infer", "inference_run",
+         "score", "report", "track", "mlflow_run"]
+LAYERS = {"release": "raw", "snapshot": "primary", "verified_snapshot": "primary", "predictions": "model_output",
+          "inference_run": "model_output", "question_scores": "model_output", "report": "reporting",
+          "official": "reporting", "plots": "reporting", "mlflow_run": "tracking"}
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +48,20 @@ def test_every_view_starts_at_its_raw_release_and_runs_the_whole_chain(graph):
         for upstream in ("report", "question_scores", "verified_snapshot"):
             assert (f"{view}.{upstream}", f"{view}.plot") in edges
         assert (f"{view}.plot", f"{view}.plots") in edges
+        # one catalog entry for the predictions log: infer appends to it, score reads it
+        assert {(f"{view}.predictions", f"{view}.infer"), (f"{view}.predictions", f"{view}.score")} <= edges
+        assert not any(src == f"{view}.infer" and dst == f"{view}.predictions" for src, dst in edges)
+
+
+def test_every_view_has_its_tracking_step(graph):
+    tasks = {n.get("full_name") or n["name"] for n in graph["nodes"] if n["type"] == "task"}
+    names = {n["id"]: n.get("full_name") or n["name"] for n in graph["nodes"]}
+    edges = {(names.get(e["source"]), names.get(e["target"])) for e in graph["edges"]}
+    for view in VIEWS:
+        assert f"{view}.track" in tasks
+        for upstream in ("verified_snapshot", "report", "official", "plots"):  # what the MLflow run records
+            assert (f"{view}.{upstream}", f"{view}.track") in edges, (view, upstream)
+        assert (f"{view}.track", f"{view}.mlflow_run") in edges
 
 
 def test_every_dataset_has_its_layer(graph):
@@ -55,4 +70,4 @@ def test_every_dataset_has_its_layer(graph):
     for node in datasets:
         kind = node["name"].split(".", 1)[1]
         assert node["layer"] == LAYERS[kind], node["name"]
-    assert graph["layers"] == ["raw", "primary", "model_output", "reporting"]
+    assert graph["layers"] == ["raw", "primary", "model_output", "reporting", "tracking"]

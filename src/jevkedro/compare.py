@@ -1,8 +1,8 @@
 """Paired comparison of two models on one or more views: ``python -m jevkedro.compare --view VIEW A B``.
 
-Reads what ``kedro run`` wrote for both models (``data/07_model_output/<model>/<view>/predictions.jsonl``,
-the view's snapshot, both ``report.json``), re-validates every answer with the project's own rules
-and compares them question by question on the same snapshot:
+Reads what ``kedro run`` wrote for both models (``{view}.predictions``, the view's snapshot, both
+``{view}.report``, found where the project's catalog puts them), re-validates every answer with the
+project's own rules and compares them question by question on the same snapshot:
 
 - ``metrics.<m>`` for accuracy, NLL, Brier and ECE: ``a``, ``b``, ``diff`` (= A − B), ``ci_low``,
   ``ci_high`` — a 95% paired percentile bootstrap that resamples whole requests (or the family's
@@ -15,9 +15,10 @@ and compares them question by question on the same snapshot:
 - ``flips``: the questions right for A and wrong for B (``a_only``) and the reverse (``b_only``),
   each with its slices and both answers, so a regression reads item by item.
 
-Writes ``data/08_reporting/compare/<A>__vs__<B>/<VIEW>.json`` with the reliability of both models on
-one chart (``<VIEW>.reliability.png``) and the per-slice differences (``<VIEW>.slices.png``), and prints
-a table. Exit status: 0, or 2 when an input is missing or the runs are not comparable.
+Writes ``<A>__vs__<B>/<VIEW>.json`` under the catalog's ``comparisons`` folder
+(``data/08_reporting/compare``) with the reliability of both models on one chart
+(``<VIEW>.reliability.png``) and the per-slice differences (``<VIEW>.slices.png``), and prints a
+table. Exit status: 0, or 2 when an input is missing or the runs are not comparable.
 """
 
 from __future__ import annotations
@@ -28,13 +29,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from kedro.io import DataCatalog, DatasetError
 
-from jevkedro.datasets import BrokenFileError, read_json_document
+from jevkedro import console
+from jevkedro.config import SettingsError, check_run_name
+from jevkedro.datasets import catalog_dataset, project_catalog
 from jevkedro.nodes import compare as stats
 from jevkedro.nodes.infer import PredictionLog
-from jevkedro.nodes.plots import comparison_reliability_figure, figure_png, slice_differences_figure
+from jevkedro.nodes.plots import comparison_reliability_figure, slice_differences_figure
 from jevkedro.nodes.report import resampling_units
-from jevkedro.nodes.snapshot import atomic_write_bytes, atomic_write_json, load_snapshot
+from jevkedro.nodes.snapshot import Snapshot
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.registry import VIEWS, family_of
 
@@ -45,22 +49,31 @@ class CompareError(Exception):
     """An input is missing or the two runs cannot be paired; the message says which file and why."""
 
 
-def _report(root: Path, model: str, view: str) -> dict[str, Any]:
-    path = root / "data" / "08_reporting" / model / view / "report.json"
-    if not path.is_file():
-        raise CompareError(f"{path}: no report for model {model!r} on view {view!r}; "
-                           f"run `kedro run --pipelines={view} --params=model.name={model}` first")
+def _catalog(root: Path, model: str) -> DataCatalog:
+    """The project's catalog for ``model`` (its outputs' places); a name that is not a plain
+    ``model.name`` is refused (it would name a path)."""
     try:
-        return read_json_document(path)
-    except BrokenFileError as exc:
+        check_run_name(model, "model")
+        return project_catalog(root, model)
+    except (SettingsError, DatasetError) as exc:
+        raise CompareError("; ".join(exc.problems) if isinstance(exc, SettingsError) else str(exc)) from None
+
+
+def _load(catalog: DataCatalog, name: str, missing: str) -> Any:
+    dataset = catalog_dataset(catalog, name)
+    if not dataset.exists():
+        raise CompareError(f"{getattr(dataset, 'filepath', name)}: {missing}")
+    try:
+        return dataset.load()
+    except DatasetError as exc:
         raise CompareError(str(exc)) from None
 
 
-def _records(root: Path, model: str, view: str) -> dict[str, Any]:
-    path = root / "data" / "07_model_output" / model / view / "predictions.jsonl"
+def _records(catalog: DataCatalog, model: str, view: str) -> dict[str, Any]:
+    path = catalog_dataset(catalog, f"{view}.predictions").filepath
     if not path.is_file():
         raise CompareError(f"{path}: no predictions for model {model!r} on view {view!r}")
-    log = PredictionLog(path)
+    log = PredictionLog(path)  # read as it is: not the dataset's load, which takes the writer's lock
     try:
         return log.records
     finally:
@@ -71,14 +84,19 @@ def compare_view(root: Path, view: str, a: str, b: str, resamples: int = stats.R
                  max_flips: int = MAX_FLIPS) -> tuple[dict[str, Any], dict[str, Any]]:
     """The comparison document of one view and the figures' inputs."""
     family_of(view)  # an unknown view is refused naming the known ones
-    report_a, report_b = _report(root, a, view), _report(root, b, view)
-    snapshot = load_snapshot(root / "data" / "02_snapshots", view)
+    catalogs = {a: _catalog(root, a), b: _catalog(root, b)}
+    reports = {m: _load(cat, f"{view}.report", f"no report for model {m!r} on view {view!r}; run "
+                                                f"`kedro run --pipelines={view} --params=model.name={m}` first")
+               for m, cat in catalogs.items()}
+    report_a, report_b = reports[a], reports[b]
+    snapshot: Snapshot = _load(catalogs[a], f"{view}.snapshot", f"no snapshot of {view}; run `kedro run --pipelines={view}`")
     for name, rep in ((a, report_a), (b, report_b)):
         if rep["snapshot_sha256"] != snapshot.sha256:
-            raise CompareError(f"data/08_reporting/{name}/{view}/report.json was scored on snapshot {rep['snapshot_sha256'][:16]}…, "
-                               f"but data/02_snapshots/{view}.tsv is {snapshot.sha256[:16]}…: rerun both models on one snapshot")
-    table_a = build_question_table(snapshot.rows, _records(root, a, view))
-    table_b = build_question_table(snapshot.rows, _records(root, b, view))
+            where = catalog_dataset(catalogs[name], f"{view}.report").filepath
+            raise CompareError(f"{where} was scored on snapshot {rep['snapshot_sha256'][:16]}…, "
+                               f"but {snapshot.path} is {snapshot.sha256[:16]}…: rerun both models on one snapshot")
+    table_a = build_question_table(snapshot.rows, _records(catalogs[a], a, view))
+    table_b = build_question_table(snapshot.rows, _records(catalogs[b], b, view))
     units_all, unit_name = resampling_units(snapshot, table_a)
     keep = ~np.asarray(table_a.unscored, dtype=bool)
     units = np.asarray(units_all, dtype=object)[keep]
@@ -151,18 +169,18 @@ def compare(root: Path, views: list[str], a: str, b: str, resamples: int = stats
         docs.append(doc)
         figs.append(fig)
     adjusted = stats.benjamini_hochberg([d["mcnemar"]["p_value"] for d in docs])
-    out_dir = root / "data" / "08_reporting" / "compare" / f"{a}__vs__{b}"
+    comparisons = catalog_dataset(_catalog(root, a), "comparisons")
     for doc, fig, q in zip(docs, figs, adjusted):
         doc["mcnemar"]["p_value_bh"] = q
         doc["mcnemar"]["bh_views"] = views
-        atomic_write_json(out_dir / f"{doc['view']}.json", doc)
-        doc["path"] = str((out_dir / f"{doc['view']}.json").relative_to(root))
+        figures = {}
         if plots:
             title = f"{a} vs {b} on {doc['view']}"
-            atomic_write_bytes(out_dir / f"{doc['view']}.reliability.png",
-                               figure_png(comparison_reliability_figure(fig["models"], f"Reliability — {title}")))
-            atomic_write_bytes(out_dir / f"{doc['view']}.slices.png",
-                               figure_png(slice_differences_figure(fig["differences"], a, b, f"Accuracy by slice — {title}")))
+            figures = {"reliability.png": comparison_reliability_figure(fig["models"], f"Reliability — {title}"),
+                       "slices.png": slice_differences_figure(fig["differences"], a, b, f"Accuracy by slice — {title}")}
+        comparisons.save({(a, b, doc["view"]): (doc, figures)})
+        path = comparisons.path(a, b, doc["view"]).resolve()
+        doc["path"] = str(path.relative_to(root.resolve()) if path.is_relative_to(root.resolve()) else path)
     return docs
 
 
@@ -218,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.resamples < 1:
         parser.error("--resamples must be at least 1")
+    console.filter_library_warnings()
     try:
         docs = compare(Path(args.root), list(dict.fromkeys(args.view)), args.a, args.b, args.resamples, args.seed,
                        plots=not args.no_plots)

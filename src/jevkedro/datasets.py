@@ -1,26 +1,33 @@
-"""Kedro datasets of the views' pipelines (declared as factories in ``conf/base/catalog.yml``).
+"""Kedro datasets of the views' pipelines (declared as factories in ``conf/base/catalog.yml``), and
+the project's catalog as the commands outside ``kedro run`` read it.
 
 ``{view}.release`` (raw) -> ``{view}.snapshot`` (primary) -> ``{view}.predictions`` (model output) ->
-``{view}.report`` / ``{view}.official`` (reporting). Every file written here is written atomically
-(temp file + rename), so a killed run never leaves half a file where a good one was; a file that is
-broken anyway (edited, copied half) is refused naming it, and :func:`read_reports` names a broken
-report and goes on with the others.
+``{view}.report`` / ``{view}.official`` / ``{view}.plots`` (reporting) -> ``{view}.mlflow_run``
+(tracking). Every file written here is written atomically (temp file + rename), so a killed run
+never leaves half a file where a good one was; a file that is broken anyway (edited, copied half)
+is refused naming it, and :func:`read_reports` names a broken report and goes on with the others.
+
+``python -m jevkedro.compare`` and ``python -m jevkedro.summary`` find every file through
+:func:`project_catalog` (the project's ``conf/``, resolved as ``kedro run`` resolves it), so an
+output moved in ``conf/`` is followed by them too.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
-from kedro.io import AbstractDataset, DatasetError
+from kedro.config import OmegaConfigLoader
+from kedro.io import AbstractDataset, DataCatalog, DatasetError
 from kedro_datasets._typing import JSONPreview, TablePreview
 
 from jevkedro.config import PrepareOptions, parse_prepare_options
 from jevkedro.family import Release
-from jevkedro.nodes import output_lock
+from jevkedro.nodes import output_lock, tracking
 from jevkedro.nodes.infer import PredictionLog
-from jevkedro.nodes.jsonparse import dumps_utf8
+from jevkedro.nodes.plots import figure_png
 from jevkedro.nodes.snapshot import (
     PreparedView,
     Snapshot,
@@ -30,7 +37,52 @@ from jevkedro.nodes.snapshot import (
     load_snapshot,
     snapshot_paths,
 )
-from jevkedro.registry import family_of
+from jevkedro.nodes.validate import question_lines
+from jevkedro.registry import VIEWS, family_of
+
+# How the project's configuration is read: settings.py hands these to Kedro, and
+# :func:`project_catalog` reads the catalog with them, so both resolve every path the same way.
+CONFIG_LOADER_ARGS = {
+    "base_env": "base",
+    "default_run_env": "local",
+    "config_patterns": {"mlflow": ["mlflow*", "mlflow*/**"]},
+}
+ANY = "*"  # as the model name (or view): a dataset's path becomes a pattern over every model's (view's) files
+
+
+# the arguments that locate a dataset's files: Kedro's own (made absolute by its context) and ours
+PATH_ARGUMENTS = ("filepath", "path", "filename", "folder", "root")
+
+
+def project_catalog(project: str | Path, model: str = ANY) -> DataCatalog:
+    """The catalog of the project at ``project`` as ``kedro run --params=model.name=<model>``
+    resolves it (``conf/base``, then ``conf/local`` or ``KEDRO_ENV``, ``globals``), with relative
+    locations taken from the project root, as ``kedro run`` (started there) takes them."""
+    conf = Path(project) / "conf"
+    if not conf.is_dir():
+        raise DatasetError(f"{conf}: no project configuration here (give the project's root folder)")
+    loader = OmegaConfigLoader(conf_source=str(conf), env=os.environ.get("KEDRO_ENV") or None,
+                               runtime_params={"model": {"name": model}}, **CONFIG_LOADER_ARGS)
+    return DataCatalog.from_config({name: _rooted(entry, Path(project)) for name, entry in loader["catalog"].items()})
+
+
+def _rooted(entry: Any, project: Path) -> Any:
+    if not isinstance(entry, dict):
+        return entry
+    out = {k: _rooted(v, project) for k, v in entry.items()}
+    for key in PATH_ARGUMENTS:
+        value = out.get(key)
+        if isinstance(value, str) and "://" not in value and not Path(value).is_absolute():
+            out[key] = str(project / value)
+    return out
+
+
+def catalog_dataset(catalog: DataCatalog, name: str) -> AbstractDataset:
+    """The catalog's dataset ``name`` (a factory pattern instantiated), or an error naming it."""
+    dataset = catalog.get(name)
+    if dataset is None:
+        raise DatasetError(f"the project's catalog has no dataset {name} (conf/base/catalog.yml)")
+    return dataset
 
 
 class ReleaseDataset(AbstractDataset[None, Release]):
@@ -86,13 +138,14 @@ class SnapshotDataset(AbstractDataset[PreparedView, Snapshot]):
         return {"root": str(self.root), "view": self.view}
 
 
-class PredictionsDataset(AbstractDataset[PredictionLog, PredictionLog]):
+class PredictionsDataset(AbstractDataset[None, PredictionLog]):
     """The append-only predictions log of one (model, view); loads as a :class:`PredictionLog`.
 
-    Inference appends to the log as answers arrive (crash safety needs that), so saving only
-    checks that the log handed back is this file and flushes it. Loading first takes the output
-    folder's lock (:mod:`jevkedro.nodes.output_lock`) for the rest of the pipeline: a second run
-    with the same ``model.name`` on the same view is refused before it asks anything.
+    ``infer`` resumes the log it loads and appends to it as answers arrive (crash safety needs
+    that), ``score`` loads it again to read what is there; it is never saved whole. Loading first
+    takes the output folder's lock (:mod:`jevkedro.nodes.output_lock`) for the rest of the
+    pipeline: a second run with the same ``model.name`` on the same view is refused before it asks
+    anything.
     """
 
     def __init__(self, filepath: str, metadata: dict[str, Any] | None = None) -> None:
@@ -102,10 +155,9 @@ class PredictionsDataset(AbstractDataset[PredictionLog, PredictionLog]):
         output_lock.claim(self.filepath.parent)
         return PredictionLog(self.filepath)
 
-    def save(self, data: PredictionLog) -> None:
-        if Path(data.path).resolve() != self.filepath.resolve():
-            raise ValueError(f"predictions for {self.filepath} were written to {data.path}")
-        data.close()
+    def save(self, data: None) -> None:
+        raise DatasetError(f"{self.filepath}: the predictions log is appended to by inference as answers arrive, "
+                           "never saved whole")
 
     def _exists(self) -> bool:
         return self.filepath.is_file()
@@ -135,12 +187,30 @@ def read_json_document(path: str | Path) -> Any:
         raise BrokenFileError(f"{path}: {what}; write it again (rerun the node that writes it)") from None
 
 
-def read_reports(root: str | Path, views: list[str] | None = None,
+def _on_disk(pattern: str | Path) -> list[Path]:
+    """The files matching a dataset path resolved with :data:`ANY` (a glob pattern)."""
+    path = Path(pattern)
+    anchor = Path(path.anchor) if path.is_absolute() else Path()
+    return [p for p in anchor.glob(str(path.relative_to(anchor))) if p.is_file()]
+
+
+def read_reports(project: str | Path, views: list[str] | None = None,
                  models: list[str] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
-    """Every ``<root>/<model>/<view>/report.json`` (optionally only these views and models) and one
-    problem line per report that could not be read (named, then skipped: the others are still read)."""
+    """Every report in the project at ``project``, found where its catalog puts ``{view}.report``
+    (optionally only these views and models); and one problem line per report that cannot be read
+    or is not in the place of the model and view it names (named, then skipped: the others are
+    still read)."""
+    catalog = project_catalog(project)
+    place = {}  # view -> its reports' path, with ANY for the model
+
+    def place_of(view: str) -> str:
+        if view not in place:
+            place[view] = str(catalog_dataset(catalog, f"{view}.report").filepath)
+        return place[view]
+
+    paths = sorted({p for v in dict.fromkeys(views or [*VIEWS, ANY]) for p in _on_disk(place_of(v))})
     found, problems = [], []
-    for path in sorted(Path(root).glob("*/*/report.json")):
+    for path in paths:
         try:
             rep = read_json_document(path)
         except BrokenFileError as exc:
@@ -149,9 +219,15 @@ def read_reports(root: str | Path, views: list[str] | None = None,
         if not isinstance(rep, dict) or not isinstance(rep.get("metrics"), dict) or "view" not in rep or "model" not in rep:
             problems.append(f"skipped {path}: not a report (expected an object with view, model and metrics)")
             continue
-        if (views and rep.get("view") not in views) or (models and rep.get("model") not in models):
+        view, model = str(rep["view"]), str(rep["model"])
+        if (views and view not in views) or (models and model not in models):
+            continue
+        if Path(place_of(view).replace(ANY, model)) != path:
+            problems.append(f"skipped {path}: the report of model {model!r} on view {view!r} is not in its place "
+                            f"({place_of(view).replace(ANY, model)})")
             continue
         found.append(rep)
+    found.sort(key=lambda rep: (str(rep["model"]), str(rep["view"])))
     return found, problems
 
 
@@ -217,10 +293,7 @@ class JSONLinesDataset(AbstractDataset[list, list]):
         return out
 
     def save(self, data: list[dict[str, Any]]) -> None:
-        if hasattr(data, "jsonl"):  # per-question records write themselves column-wise (same records)
-            atomic_write_bytes(self.filepath, data.jsonl())
-            return
-        atomic_write_bytes(self.filepath, b"".join(dumps_utf8(rec) + b"\n" for rec in data))
+        atomic_write_bytes(self.filepath, question_lines(data))
 
     def _exists(self) -> bool:
         return self.filepath.is_file()
@@ -240,8 +313,6 @@ class PlotsDataset(AbstractDataset[dict, dict]):
         return {p.name: p.read_bytes() for p in sorted(self.folder.glob("*.png"))}
 
     def save(self, data: dict[str, Any]) -> None:
-        from jevkedro.nodes.plots import figure_png
-
         for name, figure in data.items():
             if not name.endswith(".png") or "/" in name or name.startswith("."):
                 raise DatasetError(f"{self.folder}: plot name {name!r} must be a plain file name ending in .png")
@@ -252,3 +323,109 @@ class PlotsDataset(AbstractDataset[dict, dict]):
 
     def _describe(self) -> dict[str, Any]:
         return {"folder": str(self.folder)}
+
+
+class TextDataset(AbstractDataset[str, str]):
+    """A UTF-8 text file, written atomically (the leaderboard's CSV and Markdown)."""
+
+    def __init__(self, filepath: str, metadata: dict[str, Any] | None = None) -> None:
+        self.filepath, self.metadata = Path(filepath), metadata
+
+    def load(self) -> str:
+        return self.filepath.read_text(encoding="utf-8")
+
+    def save(self, data: str) -> None:
+        atomic_write_bytes(self.filepath, data.encode("utf-8"))
+
+    def _exists(self) -> bool:
+        return self.filepath.is_file()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self.filepath)}
+
+
+class ComparisonsDataset(AbstractDataset[dict, dict]):
+    """Paired comparisons (``python -m jevkedro.compare``) under ``folder``: for models A and B on a
+    view, ``<A>__vs__<B>/<view>.json`` and its plots beside it (``<view>.<plot>.png``). Saves
+    ``{(A, B, view): (document, {plot name: Figure or PNG bytes})}``; loads the documents by the same keys."""
+
+    def __init__(self, folder: str, metadata: dict[str, Any] | None = None) -> None:
+        self.folder, self.metadata = Path(folder), metadata
+
+    def path(self, a: str, b: str, view: str) -> Path:
+        return self.folder / f"{a}__vs__{b}" / f"{view}.json"
+
+    def load(self) -> dict[tuple[str, str, str], Any]:
+        out = {}
+        for path in sorted(self.folder.glob("*__vs__*/*.json")):
+            a, b = path.parent.name.split("__vs__", 1)
+            out[(a, b, path.stem)] = read_json_document(path)
+        return out
+
+    def save(self, data: dict[tuple[str, str, str], tuple[dict, dict[str, Any]]]) -> None:
+        for (a, b, view), (document, plots) in data.items():
+            path = self.path(a, b, view)
+            atomic_write_json(path, document)
+            for name, figure in plots.items():
+                atomic_write_bytes(path.with_name(f"{view}.{name}"), figure if isinstance(figure, bytes) else figure_png(figure))
+
+    def _exists(self) -> bool:
+        return any(self.folder.glob("*__vs__*/*.json"))
+
+    def _describe(self) -> dict[str, Any]:
+        return {"folder": str(self.folder)}
+
+
+class MlflowRunDataset(AbstractDataset[tracking.ViewRun, dict]):
+    """The MLflow run of one (model, view) (the layout of :mod:`jevkedro.nodes.tracking`).
+
+    Saving a :class:`~jevkedro.nodes.tracking.ViewRun` (the ``track`` node's output) logs it, or
+    keeps the current run when its result is unchanged; loading gives the current run's id, status,
+    params, metrics and tags. The tracking store (``mlflow.yml``'s ``server.mlflow_tracking_uri``)
+    and the project and command a run's tags name are bound by the ``TrackViewRuns`` hook
+    (:meth:`bind`) when the catalog is created and when ``kedro run`` starts.
+    """
+
+    def __init__(self, view: str, model: str, metadata: dict[str, Any] | None = None) -> None:
+        self.view, self.model, self.metadata = view, model, metadata
+        self.tracking_uri: str | None = None
+        self.project_path: Path | None = None
+        self.command: str | None = None
+
+    def bind(self, tracking_uri: str, project_path: str | Path | None = None, command: str | None = None) -> None:
+        self.tracking_uri, self.project_path = tracking_uri, Path(project_path) if project_path else self.project_path
+        self.command = command or self.command
+
+    def _store(self) -> str:
+        if self.tracking_uri is None:
+            raise DatasetError(f"{self.view}.mlflow_run: no tracking store bound (the TrackViewRuns hook binds "
+                               "mlflow.yml's server.mlflow_tracking_uri when kedro starts)")
+        return self.tracking_uri
+
+    def save(self, data: tracking.ViewRun) -> None:
+        if data.tags.get("view") != self.view:
+            raise DatasetError(f"{self.view}.mlflow_run: got the run of view {data.tags.get('view')!r}")
+        if data.name != self.model:  # the catalog names folders and runs after --params=model.name
+            raise DatasetError(f"{self.view}.mlflow_run: the report is of model {data.name!r}, but the catalog's "
+                               f"outputs are those of {self.model!r}; give model.name on the command line "
+                               "(--params=model.name=...): it names the output folders and the run")
+        tracking.log_view_run(data, self._store(), tracking.environment_tags(self.project_path, self.command))
+
+    def load(self) -> dict[str, Any]:
+        from mlflow import MlflowClient
+
+        client = MlflowClient(tracking_uri=self._store())
+        experiment = client.get_experiment_by_name(tracking.experiment_name(self.view))
+        runs = [r for r in (tracking.current_runs(client, experiment.experiment_id, self.model) if experiment else [])
+                if r.info.status == "FINISHED"]
+        if not runs:
+            raise DatasetError(f"{self.tracking_uri}: no current run of model {self.model!r} on {self.view}")
+        run = max(runs, key=lambda r: r.info.start_time)
+        return {"run_id": run.info.run_id, "status": run.info.status, "params": dict(run.data.params),
+                "metrics": dict(run.data.metrics), "tags": dict(run.data.tags)}
+
+    def _exists(self) -> bool:
+        return False  # always logged: an unchanged result keeps the current run (no new one)
+
+    def _describe(self) -> dict[str, Any]:
+        return {"view": self.view, "model": self.model, "tracking_uri": self.tracking_uri}

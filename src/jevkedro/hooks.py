@@ -1,4 +1,5 @@
-"""Project hooks: settings checked before anything runs, API keys from credentials, MLflow runs.
+"""Project hooks: settings checked before anything runs, API keys from credentials, what MLflow
+tracking needs beyond the ``track`` nodes, one writer per output folder.
 
 :class:`ModelKeysFromCredentials` lets API keys live in ``conf/local/credentials.yml`` (git-ignored)
 instead of the shell environment::
@@ -14,6 +15,7 @@ LocalCluster workers inherit the variable. Nothing is logged but the names.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 from collections.abc import Mapping
@@ -28,7 +30,7 @@ from jevkedro import console
 from jevkedro.config import check_parameters
 from jevkedro.nodes import output_lock
 from jevkedro.nodes.report import summary_line
-from jevkedro.nodes.tracking import environment_tags, fail_stale_runs, jevkedro_experiment_ids, live_tags, log_failed_view_run, track
+from jevkedro.nodes.tracking import fail_stale_runs, jevkedro_experiment_ids, log_failed_view_run
 from jevkedro.redaction import redact_registered, register_secret
 from jevkedro.registry import VIEWS
 
@@ -162,28 +164,26 @@ def _secrets(model: Any) -> list[str]:
 
 
 class TrackViewRuns:
-    """Log one MLflow run per (model, view) once the view's reports and plots are all saved, mark
-    failed views and runs a killed process left open, print each view's summary line, and fail the
-    run at its end when a view misses a regression gate.
+    """What the pipelines' ``track`` nodes cannot do themselves: bind the ``{view}.mlflow_run``
+    datasets to the tracking store and the command, mark a view whose node failed (a ``FAILED``
+    run) and runs a killed process left open, end a ``kedro run`` stopped by Ctrl-C as ``KILLED``,
+    print each view's summary line, and fail the run at its end when a view misses a regression
+    gate.
 
     The tracking store is ``mlflow.yml``'s ``server.mlflow_tracking_uri``. kedro-mlflow records the
-    ``kedro run`` itself in the experiment ``jevkedro``; the view runs are written with this hook's
-    own client, never nested under it, and carry the command, the params and the results themselves
-    (see :mod:`jevkedro.nodes.tracking` for the layout).
-    What is logged is the pure :func:`jevkedro.nodes.tracking.view_run` of the report, the official
-    report, the snapshot manifest and the plots. Waiting for every output to be saved means a run
-    in MLflow always has its files on disk.
+    ``kedro run`` itself in the experiment ``jevkedro``; the view runs (one per model and view, see
+    :mod:`jevkedro.nodes.tracking`) are written by the datasets with their own client, never nested
+    under it, and carry the command, the params and the results themselves.
     """
 
     def __init__(self) -> None:
         self.tracking_uri: str | None = None
         self._project_path: Path | None = None
         self._model: dict[str, Any] = {}
-        self._pending: dict[str, dict[str, Any]] = {}
-        self._plot_nodes: set[str] = set()
         self._command: str | None = None
-        self._view_width = 0
-        self._done: list[dict[str, Any]] = []
+        self._reports: dict[str, dict[str, Any]] = {}
+        self._running = False
+        self._exit_hook = False
 
     @hook_impl
     def after_context_created(self, context) -> None:
@@ -198,14 +198,23 @@ class TrackViewRuns:
     @hook_impl
     def after_catalog_created(self, catalog, parameters) -> None:
         self._model = _flat_model((parameters.get("parameters") or {}).get("model"))
+        self._bind(catalog, VIEWS)
+
+    def _bind(self, catalog, views, command: str | None = None) -> None:
+        for view in views:
+            dataset = catalog.get(f"{view}.mlflow_run")
+            if dataset is not None and hasattr(dataset, "bind") and self.tracking_uri:
+                dataset.bind(self.tracking_uri, self._project_path, command)
 
     @hook_impl
     def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
-        self._plot_nodes = {n.name for n in pipeline.nodes if "plot" in n.tags}
-        self._view_width = max((len(n.namespace) for n in pipeline.nodes if n.namespace), default=0)
         self._command = _command(run_params)
-        self._pending.clear()
-        self._done.clear()
+        self._bind(catalog, sorted({n.namespace for n in pipeline.nodes if n.namespace in VIEWS}), self._command)
+        self._reports.clear()
+        self._running = True
+        if not self._exit_hook:  # after MLflow's own exit handler was registered: runs before it
+            atexit.register(self._end_interrupted_run)
+            self._exit_hook = True
         try:  # a run a killed process left RUNNING is marked FAILED before anything new is logged
             from mlflow import MlflowClient
 
@@ -215,33 +224,10 @@ class TrackViewRuns:
             log.debug("stale-run check skipped: %s", exc)
 
     @hook_impl
-    def after_node_run(self, node, inputs, outputs) -> None:
-        view = node.namespace
-        if "score" in node.tags:
-            snapshot = next(v for v in inputs.values() if hasattr(v, "manifest") and hasattr(v, "rows"))
-            report, official, _ = (outputs[name] for name in node.outputs)
-            waiting = set(node.outputs)
-            if f"{view}.plot" in self._plot_nodes:
-                waiting.add(f"{view}.plots")
-            self._pending[view] = {"waiting": waiting, "report": report, "official": official,
-                                   "manifest": snapshot.manifest, "plots": None}
-        elif "plot" in node.tags and view in self._pending:
-            self._pending[view]["plots"] = outputs[node.outputs[0]]
-
-    @hook_impl
-    def after_dataset_saved(self, dataset_name: str, node) -> None:
-        pending = self._pending.get(node.namespace)
-        if pending is None or dataset_name not in pending["waiting"]:
-            return
-        pending["waiting"].discard(dataset_name)
-        if not pending["waiting"]:
-            del self._pending[node.namespace]
-            context = {**environment_tags(self._project_path, self._command), **live_tags()}
-            track(pending["report"], pending["official"], pending["manifest"], pending["plots"],
-                  tracking_uri=self.tracking_uri, context=context)
-            self._done.append(pending["report"])
-            console.echo(summary_line(pending["report"], model_width=len(str(pending["report"]["model"])),
-                                      view_width=self._view_width))
+    def after_dataset_saved(self, dataset_name: str, data: Any, node) -> None:
+        view, _, kind = dataset_name.partition(".")
+        if kind == "report" and view in VIEWS:  # each view's summary line and gates, at the end
+            self._reports[view] = data
 
     @hook_impl
     def on_node_error(self, error: Exception, node, inputs) -> None:
@@ -263,13 +249,37 @@ class TrackViewRuns:
             log.warning("could not record the failure of %s in MLflow: %s", node.name, exc)
 
     @hook_impl
+    def on_pipeline_error(self, error, run_params, pipeline, catalog) -> None:
+        self._running = False
+
+    def _end_interrupted_run(self) -> None:
+        """At exit in the middle of a pipeline (Ctrl-C: Kedro calls no hook for it), end kedro-mlflow's
+        run of this ``kedro run`` as ``KILLED``; MLflow's own exit handler would mark it FINISHED."""
+        if not self._running:
+            return
+        try:
+            import mlflow
+
+            while mlflow.active_run():
+                mlflow.end_run("KILLED")
+        except Exception as exc:  # the process is ending: say so, never raise
+            log.debug("could not end the interrupted MLflow run: %s", exc)
+
+    @hook_impl
     def after_pipeline_run(self, run_params, pipeline, catalog) -> None:
-        failures = []
-        for report in self._done:
-            for gate in ((report.get("gates") or {}).get("failed") or []):
-                failures.append(f"{report['view']} ({report['model']}): {gate['message']}")
-        if self._done:
-            console.echo(f"reports and plots: data/08_reporting/{self._done[0]['model']}/<view>/")
+        self._running = False
+        done = list(self._reports.values())
+        view_width = max((len(view) for view in self._reports), default=0)
+        for report in done:
+            console.echo(summary_line(report, model_width=len(str(report["model"])), view_width=view_width))
+        failures = [f"{report['view']} ({report['model']}): {gate['message']}"
+                    for report in done for gate in ((report.get("gates") or {}).get("failed") or [])]
+        if done:
+            paths = [getattr(catalog.get(f"{view}.report"), "filepath", None) for view in self._reports]
+            folders = sorted({os.path.relpath(Path(p).parent, self._project_path or ".") for p in paths if p is not None})
+            if folders:
+                where = folders[0] if len(folders) == 1 else f"{os.path.commonpath(folders)}/<view>"
+                console.echo(f"reports and plots: {where}/")
             console.echo("leaderboard: python -m jevkedro.summary; MLflow: make mlflow-ui (an experiment per view)")
         if failures:
             raise GateFailure(failures)

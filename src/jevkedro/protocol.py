@@ -53,6 +53,14 @@ def offers_abstain_option(request: dict[str, Any]) -> bool:
     return False
 
 
+def level_names_of(question: dict[str, Any]) -> list[str] | None:
+    """The level names a score answer may be keyed by (every level a string), else None."""
+    levels = question.get("criteria") if question.get("type") == "score" else None
+    if not levels or not isinstance(levels, list) or not all(isinstance(c, str) for c in levels):
+        return None
+    return list(levels)
+
+
 class ProtocolError(ValueError):
     """A request or target that breaks the protocol's shape rules."""
 

@@ -412,3 +412,52 @@ def install_log_filter() -> None:
 
         logging.setLogRecordFactory(factory)
         _installed = True
+
+
+# -- keys that cannot be sent, and keys where a setting's value should be ---------------------------
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def header_problem(key: str) -> str | None:
+    """Why ``key`` cannot be sent as ``Authorization: Bearer <key>`` (None: it can). Never
+    includes the key: a line break or control character would inject a header line, a character
+    outside printable ASCII has no agreed encoding in a header value."""
+    for at, ch in enumerate(key):
+        if ch in "\r\n":
+            return f"a line break at character {at + 1}"
+        if ord(ch) < 0x20 or ord(ch) == 0x7F:
+            return f"a control character at character {at + 1}"
+        if ord(ch) > 0x7E:
+            return f"a character outside printable ASCII at character {at + 1}"
+        if ch == " ":
+            return f"a space at character {at + 1}"
+    return None if key else "nothing (it is empty)"
+
+
+def is_env_name(name: str) -> bool:
+    """Whether ``name`` can name an environment variable (letters, digits and ``_``, not a digit first)."""
+    return bool(_ENV_NAME.match(name))
+
+
+def settings_holding(values: Mapping[str, Any], keys: Iterable[str]) -> list[str]:
+    """The names of the settings (flat ``name -> value``) whose value holds one of ``keys`` in any
+    spelling :class:`Redactor` knows: a key's value belongs in the environment, never in a setting."""
+    redactors = [Redactor(k) for k in keys if k and len(k) >= FRAGMENT]
+    found = []
+    for name, value in values.items():
+        if any(r.holds(t) or (r._digits is not None and r._digits in t) for r in redactors for t in _texts(value)):
+            found.append(name)
+    return found
+
+
+def _texts(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _texts(v)]
+    if isinstance(value, Mapping):
+        return [t for v in value.values() for t in _texts(v)]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return [repr(value)]
+    return []

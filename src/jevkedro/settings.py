@@ -2,22 +2,20 @@
 
 from kedro.config import OmegaConfigLoader
 
+from jevkedro.datasets import CONFIG_LOADER_ARGS  # the same arguments compare and summary read the catalog with
 from jevkedro.hooks import CheckSettings, ModelKeysFromCredentials, ReleaseOutputFolders, TrackViewRuns
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
-CONFIG_LOADER_ARGS = {
-    "base_env": "base",
-    "default_run_env": "local",
-    "config_patterns": {"mlflow": ["mlflow*", "mlflow*/**"]},
-}
+__all__ = ["CONFIG_LOADER_ARGS", "CONFIG_LOADER_CLASS", "HOOKS"]
 
 # Settings are checked (and the releases located) before anything runs; API keys named in
-# conf/local/credentials.yml (model_api_keys) become environment variables; each scored view is
-# logged to MLflow once its outputs are saved; the output folders' locks (one writer per folder) are
-# let go when the pipeline ends (registered last: pluggy calls it first).
+# conf/local/credentials.yml (model_api_keys) become environment variables; the views' tracking
+# datasets are bound to the store, failed views marked; the output folders' locks (one writer per
+# folder) are let go when the pipeline ends (registered last: pluggy calls it first).
 HOOKS = (CheckSettings(), ModelKeysFromCredentials(), TrackViewRuns(), ReleaseOutputFolders())
 
 # kedro-mlflow (conf/base/mlflow.yml) records each `kedro run` in the experiment `jevkedro` (run named
-# after the pipeline, the flattened parameters as params); TrackViewRuns records one run per
-# (model, view) in the experiment `jevkedro/<view>`, with its own client, never nested, so a view's
-# runs list is its leaderboard. See src/jevkedro/nodes/tracking.py for the layout.
+# after the pipeline, the flattened parameters as params); each view's `track` node records one run
+# per (model, view) in the experiment `jevkedro/<view>` through the `{view}.mlflow_run` dataset, with
+# its own client, never nested, so a view's runs list is its leaderboard. See
+# src/jevkedro/nodes/tracking.py for the layout.

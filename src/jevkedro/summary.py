@@ -1,12 +1,13 @@
 """The leaderboard: ``python -m jevkedro.summary [--view VIEW ...] [--model MODEL ...]``.
 
-Reads every ``data/08_reporting/<model>/<view>/report.json`` and prints a models × views table of
-each view's headline — the family's official headline where it names one (Decision Index:
+Reads every model's ``{view}.report`` where the project's catalog puts it
+(``data/08_reporting/<model>/<view>/report.json``) and prints a models × views table of each view's
+headline — the family's official headline where it names one (Decision Index:
 ``balanced_skill``), else the generic accuracy — in blocks of view columns that fit 100
 characters, then one summary line per report. A view a model cannot answer at all reads
 ``n/a (unsupported)``; marks after a number: ``*`` part of the questions unsupported, ``!`` the
-run is not clean (unattempted requests or request errors). The same table is written to
-``data/08_reporting/leaderboard.csv`` and ``leaderboard.md``.
+run is not clean (unattempted requests or request errors). The same table is written to the
+catalog's ``leaderboard_csv`` and ``leaderboard_md`` (``data/08_reporting/leaderboard.{csv,md}``).
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from kedro.io import DatasetError
 
-from jevkedro.datasets import read_reports
-from jevkedro.nodes.report import LINE_WIDTH, main_metric, summary_lines, unsupported_view
-from jevkedro.nodes.snapshot import atomic_write_bytes
+from jevkedro import console
+from jevkedro.config import SettingsError, check_run_name
+from jevkedro.datasets import catalog_dataset, project_catalog, read_reports
+from jevkedro.nodes.report import LINE_WIDTH, main_metric, summary_line, unsupported_view
 
 UNSUPPORTED = "n/a (unsupported)"
 
@@ -104,20 +107,28 @@ def to_markdown(table: pd.DataFrame, names: dict[str, str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jevkedro.summary", description=__doc__.split("\n\n")[0])
-    parser.add_argument("root", nargs="?", default="data/08_reporting", help="reporting folder (default: data/08_reporting)")
+    parser.add_argument("--root", default=".", help="project root (default: the current folder)")
     parser.add_argument("--view", action="append", help="only this view (repeatable)")
     parser.add_argument("--model", action="append", help="only this model (repeatable)")
     parser.add_argument("--no-lines", action="store_true", help="the table only, without one line per report")
     args = parser.parse_args(argv)
+    console.filter_library_warnings()
     root = Path(args.root)
-    reports, broken = read_reports(root, args.view, args.model)
+    try:
+        for model in args.model or []:
+            check_run_name(model, "--model")
+        reports, broken = read_reports(root, args.view, args.model)
+        catalog = project_catalog(root)
+    except (SettingsError, DatasetError) as exc:
+        print(f"summary: {'; '.join(exc.problems) if isinstance(exc, SettingsError) else exc}", file=sys.stderr)
+        return 2
     for line in broken:
         print(line, file=sys.stderr)
     if not reports:
         if broken:
-            print(f"no readable report under {root}: {len(broken)} skipped (named above)")
+            print(f"no readable report in {root}: {len(broken)} skipped (named above)")
         else:
-            print(f"no reports under {root}" + (" for that filter" if args.view or args.model else "; run `kedro run` first"))
+            print(f"no reports in {root}" + (" for that filter" if args.view or args.model else "; run `kedro run` first"))
         return 1
     table, names = leaderboard(reports)
     print("Headline per view (official headline where the family has one, else accuracy):")
@@ -125,12 +136,16 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     if not args.no_lines:
         print("Per report (accuracy with 95% interval, ECE, valid answers, p50 latency):")
-        for line in summary_lines(root, args.view, args.model):
-            if line not in broken:
-                print(line)
-    atomic_write_bytes(root / "leaderboard.csv", to_csv(table).encode("utf-8"))
-    atomic_write_bytes(root / "leaderboard.md", to_markdown(table, names).encode("utf-8"))
-    print(f"\nthe table as CSV and Markdown: {root / 'leaderboard.csv'}, {root / 'leaderboard.md'}")
+        model_width = max(len(str(r["model"])) for r in reports)
+        view_width = max(len(str(r["view"])) for r in reports)
+        for report in reports:
+            print(summary_line(report, model_width=model_width, view_width=view_width))
+    written = []
+    for name, text in (("leaderboard_csv", to_csv(table)), ("leaderboard_md", to_markdown(table, names))):
+        dataset = catalog_dataset(catalog, name)
+        dataset.save(text)
+        written.append(str(getattr(dataset, "filepath", name)))
+    print(f"\nthe table as CSV and Markdown: {', '.join(written)}")
     print("MLflow: `make mlflow-ui` (one experiment per view, one run per model)")
     return 0
 

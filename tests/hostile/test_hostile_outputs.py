@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,7 +30,8 @@ from jevkedro.nodes.snapshot import atomic_write_bytes, atomic_write_json, atomi
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.testing import synthetic_rows, synthetic_snapshot
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src"
 
 
 # -- class 6: model.name is a name, never a path ------------------------------------------------------------
@@ -118,11 +120,18 @@ BROKEN = {
 }
 
 
+def reporting(project: Path) -> Path:
+    """A project's reporting folder: its conf (the catalog, which says where reports are) copied in."""
+    shutil.copytree(ROOT / "conf" / "base", project / "conf" / "base")
+    (project / "conf" / "local").mkdir()
+    return project / "data" / "08_reporting"
+
+
 @pytest.mark.parametrize("kind", sorted(BROKEN))
 def test_a_broken_report_is_named_and_skipped_and_the_others_are_read(tmp_path, report, kind):
     good = json.dumps(report).encode()
-    atomic_write_bytes(tmp_path / "good" / "synthetic_view" / "report.json", good)
-    broken = tmp_path / "broken" / "synthetic_view" / "report.json"
+    atomic_write_bytes(reporting(tmp_path) / "good" / "synthetic_view" / "report.json", good)
+    broken = tmp_path / "data" / "08_reporting" / "broken" / "synthetic_view" / "report.json"
     breaker, message = BROKEN[kind]
     atomic_write_bytes(broken, breaker(good))
     found, problems = read_reports(tmp_path)
@@ -136,23 +145,25 @@ def test_a_broken_report_is_named_and_skipped_and_the_others_are_read(tmp_path, 
 def test_the_summary_command_names_a_broken_report_on_stderr_and_reports_the_rest(tmp_path, report, capsys):
     from jevkedro import summary
 
-    atomic_write_bytes(tmp_path / "good" / "synthetic_view" / "report.json", json.dumps(report).encode())
-    atomic_write_bytes(tmp_path / "half" / "synthetic_view" / "report.json", json.dumps(report).encode()[:100])
-    assert summary.main([str(tmp_path)]) == 0
+    folder = reporting(tmp_path)
+    atomic_write_bytes(folder / "good" / "synthetic_view" / "report.json", json.dumps(report).encode())
+    atomic_write_bytes(folder / "half" / "synthetic_view" / "report.json", json.dumps(report).encode()[:100])
+    assert summary.main(["--root", str(tmp_path)]) == 0
     out, err = capsys.readouterr()
-    assert f"skipped {tmp_path / 'half' / 'synthetic_view' / 'report.json'}: not valid JSON" in err
+    assert f"skipped {folder / 'half' / 'synthetic_view' / 'report.json'}: not valid JSON" in err
     assert "good" in out and "half" not in out
-    assert "good" in (tmp_path / "leaderboard.csv").read_text()
+    assert "good" in (folder / "leaderboard.csv").read_text()
 
 
 def test_the_summary_command_says_every_report_was_skipped_when_none_can_be_read(tmp_path, capsys):
     from jevkedro import summary
 
-    atomic_write_bytes(tmp_path / "a" / "v" / "report.json", b"42")
-    atomic_write_bytes(tmp_path / "b" / "v" / "report.json", b'{"model": "b"')
-    assert summary.main([str(tmp_path)]) == 1
+    folder = reporting(tmp_path)
+    atomic_write_bytes(folder / "a" / "v" / "report.json", b"42")
+    atomic_write_bytes(folder / "b" / "v" / "report.json", b'{"model": "b"')
+    assert summary.main(["--root", str(tmp_path)]) == 1
     out, err = capsys.readouterr()
-    assert f"no readable report under {tmp_path}: 2 skipped" in out and "run `kedro run` first" not in out
+    assert f"no readable report in {tmp_path}: 2 skipped" in out and "run `kedro run` first" not in out
     assert err.count("skipped ") == 2
 
 
@@ -173,8 +184,9 @@ def test_reading_a_damaged_json_output_names_the_file_and_the_place(tmp_path, te
 def test_compare_names_a_broken_report_instead_of_crashing(tmp_path):
     from jevkedro.compare import CompareError, compare_view
 
+    folder = reporting(tmp_path)
     for model, text in (("a", b'{"view": "jevalt_bench"'), ("b", b"{}")):
-        atomic_write_bytes(tmp_path / "data" / "08_reporting" / model / "jevalt_bench" / "report.json", text)
+        atomic_write_bytes(folder / model / "jevalt_bench" / "report.json", text)
     with pytest.raises(CompareError, match=r"08_reporting/a/jevalt_bench/report.json: not valid JSON"):
         compare_view(tmp_path, "jevalt_bench", "a", "b")
 

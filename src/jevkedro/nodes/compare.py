@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from jevkedro.nodes import metrics as M
+from jevkedro.nodes.analytic import paired_analytic, verdict
 
 LEVEL = 0.95
 RESAMPLES = 1000
@@ -388,7 +389,9 @@ def aligned(a: Terms, b: Terms) -> None:
 
 def paired_metrics(a: Terms, b: Terms, units: np.ndarray | None = None, resamples: int = RESAMPLES, seed: int = SEED,
                    level: float = LEVEL) -> dict[str, dict[str, Any]]:
-    """``{metric: {a, b, diff, ci_low, ci_high, n}}`` for accuracy, NLL, Brier, ECE, ``diff = a - b``.
+    """``{metric: {a, b, diff, ci_low, ci_high, n, verdict, analytic}}`` for accuracy, NLL, Brier, ECE,
+    ``diff = a - b``; ``verdict`` names the better model by the bootstrap interval and the metric's
+    direction; ``analytic`` (accuracy, NLL, Brier) is :func:`jevkedro.nodes.analytic.paired_analytic`.
 
     Accuracy pairs every hard-label question (an answer that is not valid is not correct);
     NLL, Brier and ECE pair the questions valid for both models. The interval is the percentile
@@ -405,11 +408,16 @@ def paired_metrics(a: Terms, b: Terms, units: np.ndarray | None = None, resample
     boot_a, boot_b = bootstrap_totals([block_a, block_b], resamples, seed) if G else (block_a[:0], block_b[:0])
     res_a, res_b = _headline_of(boot_a), _headline_of(boot_b)
     counts = {"accuracy": int(hard.sum()), "nll": int(prob.sum()), "brier": int(prob.sum()), "ece": int(ece_rows.sum())}
+    analytic = paired_analytic(a, b, units, level)  # per-question metrics only: ECE is bootstrap-only
     out = {}
     for name in HEADLINE:
         va, vb = point_a[name][0], point_b[name][0]
         lo, hi = percentile_interval(res_a[name] - res_b[name], level)
-        out[name] = {"a": _num(va), "b": _num(vb), "diff": _num(va - vb), "ci_low": lo, "ci_high": hi, "n": counts[name]}
+        out[name] = {"a": _num(va), "b": _num(vb), "diff": _num(va - vb), "ci_low": lo, "ci_high": hi, "n": counts[name],
+                     "verdict": verdict(name, lo, hi)}
+        if name in analytic:
+            out[name]["analytic"] = {k: analytic[name][k] for k in ("se", "ci_low", "ci_high", "df", "p_value", "mde_80",
+                                                                    "clusters", "small_sample")}
     return out
 
 

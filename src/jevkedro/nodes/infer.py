@@ -66,7 +66,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass
 from itertools import accumulate
-from operator import attrgetter, countOf, eq, itemgetter
+from operator import attrgetter, countOf, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -527,9 +527,7 @@ class LogRecords(Mapping[str, dict[str, Any]]):
     """The records of a :class:`PredictionLog` by request id, in log order, read on access.
 
     ``records[rid]`` parses that request's line (:func:`~jevkedro.nodes.jsonparse.parse_json`);
-    :meth:`scoring_items` is how scoring reads them all: runs of adjacent lines are read at once
-    and decoded by msgspec into typed records (:class:`~jevkedro.nodes.fast_validate.Record`),
-    with no dict made per record.
+    :meth:`items` reads them all in log order.
     """
 
     def __init__(self, plog: PredictionLog) -> None:
@@ -590,36 +588,6 @@ class LogRecords(Mapping[str, dict[str, Any]]):
             for b in range(0, len(entries), SCORING_BATCH):
                 chunk = entries[b: b + SCORING_BATCH]
                 yield chunk, _read_lines(fh.fileno(), chunk, self._plog.path)
-
-
-    def scoring_items(self) -> Iterator[list[tuple[str, Any, Any]]]:
-        """Batches of ``(request id, typed record or None, JSON line)`` in log order (see
-        :func:`jevkedro.nodes.fast_validate.judge_view`); every line was checked when the log was
-        opened, so a line that does not decode typed (a ``NaN`` literal) is read exactly here and
-        handed over as its record (a line that is no record any more is refused, naming it)."""
-        from jevkedro.nodes.fast_validate import RECORD_DECODER, Record
-
-        no_record = Record()  # stands in for a line read exactly (checked by _parse_indexed)
-
-        for chunk, lines in self._line_batches():
-            typed = decode_each(RECORD_DECODER, lines)
-            rids = [rid for rid, _ in chunk]
-            raws: list[Any] = lines
-            odd = [k for k, rec in enumerate(typed) if rec is None]
-            if odd:
-                raws = list(lines)
-                for k in odd:
-                    raws[k] = self._parse_indexed(rids[k], chunk[k][1], lines[k])
-            # a line that decodes typed must still be the record the index holds for it (same
-            # length, another request's record or a JSON object that is no record: changed)
-            filled = [no_record if rec is None else rec for rec in typed] if odd else typed
-            same = (np.fromiter(map(eq, map(_get_request_id, filled), rids), dtype=bool, count=len(rids))
-                    & np.fromiter(map(eq, map(_get_status, filled), map(_entry_status, map(_second, chunk))),
-                                  dtype=bool, count=len(rids)))
-            for k in np.flatnonzero(~same).tolist():
-                if typed[k] is not None:
-                    raise self._changed(chunk[k][1])
-            yield list(zip(rids, typed, raws))
 
 
 class _LogItems(ItemsView):

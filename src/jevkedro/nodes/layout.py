@@ -34,8 +34,7 @@ from typing import Any, NamedTuple
 import msgspec
 import numpy as np
 
-from jevkedro.nodes.validate import level_names_of
-from jevkedro.protocol import SnapshotRow
+from jevkedro.protocol import SnapshotRow, level_names_of
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +141,7 @@ class QuestionLayout:
 
 class RequestShape(NamedTuple):
     """What the layout needs of one request: its id, its question ids in order with their types,
-    score level names (:func:`~jevkedro.nodes.validate.level_names_of`), candidate keys and
+    score level names (:func:`~jevkedro.protocol.level_names_of`), candidate keys and
     targets (anything with ``label``, ``probabilities``, ``unscored``), and its slices."""
 
     request_id: str

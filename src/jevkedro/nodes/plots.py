@@ -48,10 +48,6 @@ def _new_figure(*args: Any, **kwargs: Any) -> Figure:
 
 def confidence_and_correct(question_scores: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Top-label confidence, correctness and request id of every valid hard-label answer."""
-    from jevkedro.nodes.validate import QuestionRecords
-
-    if isinstance(question_scores, QuestionRecords):  # in memory from the score node: by columns
-        return question_scores.confidence_and_correct()
     rows = [q for q in question_scores if q.get("status") == "ok" and q.get("label") is not None
             and q.get("probabilities") and not q.get("unscored")]
     conf = np.array([max(q["probabilities"]) for q in rows], dtype=float)

@@ -18,16 +18,14 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from jevkedro.nodes import compare as stats
 from jevkedro.nodes import metrics as M
-from jevkedro.nodes.fast_validate import RequestColumns
 from jevkedro.nodes.snapshot import Snapshot, each_row
-from jevkedro.nodes.validate import QUESTION_STATUSES, QuestionTable, reason_kind
+from jevkedro.nodes.validate import QUESTION_STATUSES, QuestionTable, RequestColumns, reason_kind
 from jevkedro.registry import family_of
 
 log = logging.getLogger(__name__)
@@ -222,10 +220,10 @@ def build_report(
     official: Any,
 ) -> dict[str, Any]:
     """``report.json``. The request-level parts (coverage, latency, cost, run) come from the
-    columns the question table was judged with when it has them (``table.requests``), else
-    from ``predictions``."""
+    columns read from the records with the verdicts (``table.requests``); a table built by hand
+    has none, and they are read from ``predictions``."""
     request_ids = snapshot.request_ids
-    cols = table.requests if getattr(table, "requests", None) is not None else RequestColumns.of(predictions, request_ids)
+    cols = table.requests if table.requests is not None else RequestColumns.of(predictions, request_ids)
     resolved = sorted({m for m in cols.model if m})
     run_meta = run_meta or {}
     units, unit_name = resampling_units(snapshot, table)
@@ -325,18 +323,6 @@ def summary_line(report: Mapping[str, Any], width: int = LINE_WIDTH, model_width
         current = current + (" " if current in (head, " " * 6 + "↳") else "  ") + part
     lines.append(current)
     return "\n".join(line[:width] for line in lines)
-
-
-def summary_lines(reporting_root: str | Path = "data/08_reporting", views: list[str] | None = None,
-                  models: list[str] | None = None) -> list[str]:
-    """:func:`summary_line` of every report found (optionally only these views and models); a
-    report that cannot be read gives a line naming it (:func:`jevkedro.datasets.read_reports`)."""
-    from jevkedro.datasets import read_reports
-
-    found, broken = read_reports(reporting_root, views, models)
-    model_width = max((len(str(r["model"])) for r in found), default=0)
-    view_width = max((len(str(r["view"])) for r in found), default=0)
-    return [summary_line(r, model_width=model_width, view_width=view_width) for r in found] + broken
 
 
 # -- regression gates -------------------------------------------------------------------------------

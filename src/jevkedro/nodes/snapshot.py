@@ -38,8 +38,7 @@ from jevkedro.nodes.celljson import CellEncoder, exact_encoder
 from jevkedro.nodes.gcpause import gc_paused
 from jevkedro.nodes.jsonparse import JSONTextError, describe_path, dumps_utf8, parse_json
 from jevkedro.nodes.layout import QuestionLayout, load_layout, save_layout
-from jevkedro.nodes.validate import level_names_of
-from jevkedro.protocol import SnapshotRow, Target
+from jevkedro.protocol import SnapshotRow, Target, level_names_of
 
 COLUMNS = ("request_id", "request", "candidates", "targets", "slices", "source")
 DATA_KINDS = ("official", "sample", "synthetic")

@@ -1,8 +1,9 @@
-"""The node functions of the per-view template pipeline: prepare -> verify -> infer -> score.
+"""The node functions of the per-view template pipeline: prepare -> verify -> infer -> score ->
+(plot: :func:`jevkedro.nodes.plots.plot_view`) -> track.
 
 Each is a thin step over the shared modules; the family-specific parts (source mapping, official
-scorer, pins) are found through the registry entry of the view's family. MLflow tracking is not a
-node: :class:`jevkedro.hooks.TrackViewRuns` logs each view once its outputs are saved.
+scorer, pins) are found through the registry entry of the view's family. ``track`` turns the
+view's saved outputs into its MLflow run, which the ``{view}.mlflow_run`` dataset logs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from jevkedro.config import ModelSettings, gates_for, parse_gates, parse_prepare_options
 from jevkedro.family import Release, check_snapshot_kind, pinned_snapshot_sha256
 from jevkedro.nodes import infer as _infer
+from jevkedro.nodes import tracking
 from jevkedro.nodes.infer import PredictionLog
 from jevkedro.nodes.report import build_report, check_gates
 from jevkedro.nodes.snapshot import PreparedView, Snapshot, verify_snapshot_bytes
@@ -49,26 +51,40 @@ def verify_snapshot(snapshot: Snapshot, prepare: Mapping[str, Any]) -> Snapshot:
 # hooks.CheckSettings) and is typed here: kedro-mlflow then logs it as flat ``model.*`` params.
 
 
-def infer(snapshot: Snapshot, prediction_log: PredictionLog, model: Mapping[str, Any]) -> PredictionLog:
-    """Ask the configured model every request the predictions log has no final answer for."""
-    return _infer.infer(snapshot, prediction_log, model)
+def infer(snapshot: Snapshot, predictions: PredictionLog, model: Mapping[str, Any]) -> dict[str, Any]:
+    """Ask the configured model every request the predictions log has no final answer for (the
+    log is appended to as answers arrive); returns the record of the inference run (``run.json``:
+    identity, settings, what was asked), checked against the records it describes."""
+    try:
+        _infer.infer(snapshot, predictions, model)
+        return predictions.checked_meta() or {}  # never None: Kedro saves no None
+    finally:
+        predictions.close()
 
 
-def score(snapshot: Snapshot, predictions: PredictionLog,
+def score(snapshot: Snapshot, predictions: PredictionLog, inference_run: Mapping[str, Any],
           model: Mapping[str, Any], gates: dict | None = None) -> tuple[dict, dict | None, QuestionRecords]:
-    """Validate every answer, compute the generic metrics and the family's ``official`` report,
-    and check the view's regression gates (``report["gates"]``; the run fails at its end when one
-    is not met); also returns the per-question judgements (status, reason, normalised probabilities)."""
+    """Validate every answer of the predictions log, compute the generic metrics and the family's
+    ``official`` report, and check the view's regression gates (``report["gates"]``; the run fails
+    at its end when one is not met); also returns the per-question judgements (status, reason,
+    normalised probabilities). The report names the identity of ``inference_run``, the one every
+    record is stamped with."""
     settings = ModelSettings.parse(model)
     records = predictions.records
     table = build_question_table(snapshot, records)
     module = family_of(snapshot.view).module()
     official = module.evaluate(snapshot, table, records) if hasattr(module, "evaluate") else None
-    # the identity the report names (adapter, model) is the one every record is stamped with
-    report = build_report(snapshot, table, records, settings.flat(), predictions.checked_meta(), official)
+    report = build_report(snapshot, table, records, settings.flat(), inference_run, official)
     thresholds = gates_for(parse_gates(gates), snapshot.view).model_dump(exclude_none=True)
     if thresholds:
         report["gates"] = check_gates(report, thresholds)
     o = report["metrics"]["overall"]
     log.info("%s / %s: accuracy %s over %d questions", report["model"], snapshot.view, o["accuracy"], o["accuracy_n"])
     return report, official, question_records(table)
+
+
+def track(snapshot: Snapshot, report: dict, official: dict | None, plots: Mapping[str, bytes]) -> tracking.ViewRun:
+    """The view's MLflow run (:func:`jevkedro.nodes.tracking.view_run`) from its outputs as saved:
+    the report, the official report and the plots read back from their files, the snapshot's
+    manifest and TSV as its input."""
+    return tracking.view_run(report, official, snapshot.manifest, plots, snapshot.path)

@@ -21,16 +21,20 @@ Layout (``docs/comparing.md`` shows it in the UI):
   ``result_digest``, ``superseded``, the project's version and git commit (``mlflow.source.git.commit``)
   and ``version.<package>`` of the packages that shape results.
 - **Reruns.** A run whose :attr:`ViewRun.result_digest` (params, metrics, snapshot) equals the
-  current run's is not logged again: the current run is reused. A changed result becomes the new
+  current run's is not logged again: the current run is reused, its tags set to the new ones
+  (``gates``, ``model_id``: a tag always describes the current result). A changed result becomes the new
   current run; the older one is tagged ``superseded=true`` (and ``superseded_by``) and moved to
   MLflow's *deleted* list, so the default (active) view shows one run per model; it stays in the
   store (``mlflow.MlflowClient().restore_run(id)`` brings it back).
 - **Failures.** A view whose node failed gets a run with status ``FAILED`` and a ``failure`` tag;
-  a run left ``RUNNING`` by a killed process (same host, process gone) is marked ``FAILED`` with
-  ``failure=killed`` the next time anything is tracked.
+  a run interrupted while it is logged (Ctrl-C) ends ``KILLED``; a run left ``RUNNING`` by a
+  killed process (same host, process gone) is marked ``FAILED`` with ``failure=killed`` the next
+  time anything is tracked.
 
 Everything logged is a pure function of the report, the official report, the manifest and the
-plots (:func:`view_run`); :func:`log_view_run` only writes it. Reports hold no credentials.
+plots (:func:`view_run`: the pipeline's ``track`` node); :func:`log_view_run` only writes it (the
+``{view}.mlflow_run`` dataset, :class:`jevkedro.datasets.MlflowRunDataset`). Reports hold no
+credentials.
 """
 
 from __future__ import annotations
@@ -219,11 +223,12 @@ def _digest(document: Any) -> str:
 
 
 def view_run(report: Mapping[str, Any], official: Any, manifest: Mapping[str, Any], plots: Mapping[str, Any] | None = None,
-             context: Mapping[str, str] | None = None) -> ViewRun:
+             snapshot_path: str | Path | None = None) -> ViewRun:
     """The tags, params, metrics, tables, artifacts and input of one (model, view) run.
 
-    ``context`` adds environment tags (versions, git commit, kedro command); they are not part of
-    the result digest, which covers the params, metrics, snapshot and data kind only."""
+    The result digest covers the params, metrics, snapshot and data kind only; the environment
+    (versions, git commit, kedro command) is added when the run is logged (:func:`log_view_run`).
+    ``snapshot_path`` is where the snapshot TSV is (the run's input dataset)."""
     params = run_params(report)
     metrics = run_metrics(report, official)
     snapshot = str(report["snapshot_sha256"])
@@ -245,13 +250,12 @@ def view_run(report: Mapping[str, Any], official: Any, manifest: Mapping[str, An
         "superseded": "false",
         "result_digest": _digest({"params": params, "metrics": metrics, "snapshot": snapshot, "data": report.get("data")}),
         **({"gates": "failed" if gates.get("failed") else "passed"} if isinstance(gates, Mapping) else {}),
-        **dict(context or {}),
     }
     artifacts = {"manifest.json": dict(manifest), "report.json": dict(report)}
     if official is not None:
         artifacts["official.json"] = official if isinstance(official, dict) else {"official": official}
     dataset = {"name": f"{report['view']}.tsv", "digest": snapshot[:36], "sha256": snapshot,
-               "source": str((manifest.get("snapshot") or {}).get("file") or f"data/02_snapshots/{report['view']}.tsv"),
+               "source": str(snapshot_path or (manifest.get("snapshot") or {}).get("file") or f"{report['view']}.tsv"),
                "data": str(report.get("data")), "requests": (report.get("coverage") or {}).get("requests")}
     images = {f"plots/{name}": image for name, image in (plots or {}).items()}
     tags, params = {k: storable(v) for k, v in tags.items()}, {k: storable(v) for k, v in params.items()}
@@ -469,9 +473,13 @@ def _png_bytes(image: Any) -> bytes:
     return image if isinstance(image, bytes) else figure_png(image)
 
 
-def log_view_run(run: ViewRun, tracking_uri: str | None = None) -> str:
+def log_view_run(run: ViewRun, tracking_uri: str | None = None, context: Mapping[str, str] | None = None) -> str:
     """Record one :class:`ViewRun` (or reuse the current run when its result is the same);
-    returns the id of the view's current run."""
+    returns the id of the view's current run. ``context`` adds environment tags (versions, git
+    commit, kedro command: :func:`environment_tags`), which are not part of the result.
+
+    A run interrupted while it is logged (Ctrl-C) ends ``KILLED``, one that fails ``FAILED``:
+    never ``FINISHED`` with part of its record."""
     from mlflow.entities import Metric, Param, RunTag
     from mlflow.utils.time import get_current_time_millis
 
@@ -481,11 +489,16 @@ def log_view_run(run: ViewRun, tracking_uri: str | None = None) -> str:
     previous = current_runs(client, exp_id, run.name)
     for old in previous:
         if old.info.status == "FINISHED" and old.data.tags.get("result_digest") == run.result_digest:
-            if "gates" in run.tags and old.data.tags.get("gates") != run.tags["gates"]:  # gates are not the result
-                client.set_tag(old.info.run_id, "gates", run.tags["gates"])
+            # the kept run's tags describe the current result (gates, model_id... are not in the digest)
+            stale = [RunTag(k, v) for k, v in run.tags.items() if old.data.tags.get(k) != v]
+            if stale:
+                client.log_batch(old.info.run_id, tags=stale)
+            if "gates" in old.data.tags and "gates" not in run.tags:
+                client.delete_tag(old.info.run_id, "gates")
             log.info("MLflow: %s / %s unchanged; current run %s kept", run.name, run.tags["view"], old.info.run_id)
             return old.info.run_id
-    created = client.create_run(exp_id, run_name=run.name, tags={**run.tags, **live_tags()})
+    tags = {**run.tags, **{k: storable(v) for k, v in (context or {}).items()}, **live_tags()}
+    created = client.create_run(exp_id, run_name=run.name, tags=tags)
     run_id = created.info.run_id
     try:
         now = get_current_time_millis()
@@ -506,8 +519,10 @@ def log_view_run(run: ViewRun, tracking_uri: str | None = None) -> str:
             client.log_artifacts(run_id, tmp)
         client.set_terminated(run_id, "FINISHED")
     except BaseException as exc:
-        client.set_tag(run_id, "failure", f"tracking failed: {type(exc).__name__}")
-        client.set_terminated(run_id, "FAILED")
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        client.set_tag(run_id, "failure", "interrupted while tracking" if interrupted
+                       else f"tracking failed: {type(exc).__name__}")
+        client.set_terminated(run_id, "KILLED" if interrupted else "FAILED")
         raise
     ensure_leaderboard_view(client, exp_id, list(run.metrics))
     for old in previous:
@@ -538,4 +553,4 @@ def log_failed_view_run(model: str, view: str, failure: str, tracking_uri: str |
 def track(report: Mapping[str, Any], official: Any, manifest: Mapping[str, Any], plots: Mapping[str, Any] | None = None,
           tracking_uri: str | None = None, context: Mapping[str, str] | None = None) -> str:
     """Record one (model, view) run in MLflow; returns its run id."""
-    return log_view_run(view_run(report, official, manifest, plots, context), tracking_uri)
+    return log_view_run(view_run(report, official, manifest, plots), tracking_uri, context)

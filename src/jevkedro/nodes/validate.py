@@ -5,13 +5,10 @@ A valid answer is a probability for every candidate: finite numbers in [0, 1] (b
 numbers here) whose sum is within ``SUM_TOLERANCE`` of 1. The raw answer is never changed; only
 the copy used by the generic metrics is renormalised.
 
-**The rules live here once**, as the reference implementation: :func:`validate_answer` (one
-answer) and :func:`judge_request` (every question of one request: its status, the request's
-unsupported questions and repeated keys). :func:`build_question_table` judges a whole view
-through the fast path of :mod:`jevkedro.nodes.fast_validate`, which only ever *accepts*
-canonical valid answers (and rejects sums outside the band) with numpy over whole groups;
-every other answer is judged by the functions here. ``tests/test_fast_validate.py`` checks on
-random and adversarial answers that both give the same statuses, reasons and probabilities.
+The rules live here once: :func:`validate_answer` (one answer) and :func:`judge_request` (every
+question of one request: its status, the request's unsupported questions and repeated keys).
+:func:`build_question_table` applies them to every record of a view, in the records' order, and
+assembles the arrays the metrics read; :class:`QuestionRecords` is what ``questions.jsonl`` holds.
 
 Decisions recorded here (and tested):
 
@@ -42,12 +39,14 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from numbers import Real
-from typing import Any
+from typing import Any, NamedTuple
 
+import msgspec
 import numpy as np
 
-from jevkedro.nodes.jsonparse import describe_path
-from jevkedro.protocol import SnapshotRow
+from jevkedro.nodes.jsonparse import describe_path, dumps_utf8
+from jevkedro.nodes.layout import question_layout
+from jevkedro.protocol import SnapshotRow, level_names_of
 
 SUM_TOLERANCE = 0.01
 # A sum this close to 1 is 1 up to floating-point rounding: the answer is used as given. Dividing by
@@ -56,10 +55,12 @@ SUM_TOLERANCE = 0.01
 EXACT_SUM_TOLERANCE = 1e-12
 
 
-def renormalising_divisor(sums: np.ndarray | float) -> np.ndarray | float:
-    """What each answer is divided by for the generic metrics: its sum, or 1 when the sum is
+def renormalising_divisor(total: float) -> float:
+    """What an answer is divided by for the generic metrics: its sum, or 1 when the sum is
     already 1 within :data:`EXACT_SUM_TOLERANCE` (so exact answers stay exact)."""
-    return np.where(np.abs(np.asarray(sums) - 1.0) <= EXACT_SUM_TOLERANCE, 1.0, sums)
+    return 1.0 if abs(total - 1.0) <= EXACT_SUM_TOLERANCE else total
+
+
 # Statuses of one question at scoring time. ``ok``/``invalid`` exist only for answered questions.
 QUESTION_STATUSES = ("ok", "invalid", "unsupported", "unattempted", "error")
 NO_ANSWER = "no answer for this question"
@@ -70,6 +71,8 @@ Verdict = tuple[str, "np.ndarray | None", Any]  # (status, normalised probabilit
 
 
 def _is_prob(x: Any) -> bool:
+    if x.__class__ is float:  # the common case; NaN and infinities fail the range
+        return 0.0 <= x <= 1.0
     if isinstance(x, bool) or not isinstance(x, Real):
         return False
     if isinstance(x, int):  # exact: a 400-digit integer never meets a float conversion
@@ -106,11 +109,6 @@ def reason_kind(reason: Any) -> str:
             if reason.startswith(prefix):
                 return kind
     return "other"
-
-
-def sum_reason(total: float, tolerance: float) -> str:
-    """Why probabilities summing to ``total`` are invalid (shared with the fast path)."""
-    return f"probabilities sum to {total:.6g}, outside 1 ± {tolerance}"
 
 
 class AnswersByQuestion(dict[str, Any]):
@@ -195,21 +193,13 @@ def validate_answer(
     arr = np.array(values, dtype=float)
     total = float(arr.sum())
     if abs(total - 1.0) > tolerance + 1e-12:
-        return None, sum_reason(total, tolerance)
+        return None, f"probabilities sum to {total:.6g}, outside 1 ± {tolerance}"
     return arr / renormalising_divisor(total), None
 
 
 def _short_repr_keys(missing: list[str], extra: list[str]) -> str:
     text = f"candidate keys differ (missing {missing}, extra {extra})"
     return text if len(text) <= 2 * REASON_VALUE_CHARS else text[: 2 * REASON_VALUE_CHARS] + "…)"
-
-
-def level_names_of(question: Mapping[str, Any]) -> list[str] | None:
-    """The level names a score answer may be keyed by (every level a string), else None."""
-    levels = question.get("criteria") if question.get("type") == "score" else None
-    if not levels or not isinstance(levels, list) or not all(isinstance(c, str) for c in levels):
-        return None
-    return list(levels)
 
 
 def duplicate_keys_of(record: Mapping[str, Any]) -> list[list[Any]]:
@@ -245,13 +235,28 @@ def repeated_key_reasons(paths: list[list[Any]], response: Any, question_ids: It
     return out
 
 
-def judge_request(row: SnapshotRow, record: Mapping[str, Any] | None, tolerance: float = SUM_TOLERANCE) -> list[Verdict]:
-    """The reference verdict of every question of one request, in the row's question order.
+class Question(NamedTuple):
+    """What the rules read of one question: its id, type, candidate keys in candidate order and
+    the level names a score answer may be keyed by (:func:`~jevkedro.protocol.level_names_of`)."""
+
+    id: str
+    type: str
+    candidates: list[str]
+    level_names: list[str] | None
+
+
+def row_questions(row: SnapshotRow) -> list[Question]:
+    """The questions of one snapshot row, in its question order."""
+    return [Question(qid, q["type"], row.candidates[qid], level_names_of(q)) for qid, q in row.request["questions"].items()]
+
+
+def judge_request(questions: Sequence[Question], record: Mapping[str, Any] | None,
+                  tolerance: float = SUM_TOLERANCE) -> list[Verdict]:
+    """The verdict of every question of one request, in question order.
 
     A request that was not answered (``unsupported``/``error``/``unattempted``, or no record:
     ``unattempted``) gives its status to every question, with the record's ``error`` as reason.
     """
-    questions = row.request["questions"]
     status = record.get("status", "unattempted") if record else "unattempted"
     if status != "ok":
         why = record.get("error") if record else None
@@ -260,18 +265,63 @@ def judge_request(row: SnapshotRow, record: Mapping[str, Any] | None, tolerance:
     response = record.get("response")
     answers = answers_by_question(response)
     unsupported = set(record.get("unsupported_questions") or ())
-    repeated = repeated_key_reasons(duplicate_keys_of(record), response, questions)
+    repeated = repeated_key_reasons(duplicate_keys_of(record), response, [q.id for q in questions])
     out: list[Verdict] = []
-    for qid, question in questions.items():
-        if qid in unsupported:
+    for q in questions:
+        if q.id in unsupported:
             out.append(("unsupported", None, UNSUPPORTED_QUESTION))
-        elif qid in repeated:
-            out.append(("invalid", None, repeated[qid]))
+        elif q.id in repeated:
+            out.append(("invalid", None, repeated[q.id]))
         else:
-            p, why = validate_answer(question["type"], row.candidates[qid], answers.get(qid),
-                                     level_names_of(question), tolerance, answers.list_entries(qid))
+            p, why = validate_answer(q.type, q.candidates, answers.get(q.id), q.level_names, tolerance,
+                                     answers.list_entries(q.id))
             out.append(("ok" if p is not None else "invalid", p, why))
     return out
+
+
+@dataclass
+class RequestColumns:
+    """Request-level fields of every record judged, in the records' order, for the report: status,
+    latency, first-request flag, cost, resolved model and failure kind. ``unattempted``: the
+    view's requests without an attempted record (none, or status ``unattempted``)."""
+
+    status: list[Any] = field(default_factory=list)
+    latency_s: list[Any] = field(default_factory=list)
+    first: list[Any] = field(default_factory=list)
+    cost_usd: list[Any] = field(default_factory=list)
+    model: list[Any] = field(default_factory=list)
+    failure: list[Any] = field(default_factory=list)
+    requests: int = 0  # the view's requests
+    attempted: int = 0  # of those, how many have an attempted record
+
+    @property
+    def unattempted(self) -> int:
+        return self.requests - self.attempted
+
+    def columns(self) -> tuple[list[Any], ...]:
+        return self.status, self.latency_s, self.first, self.cost_usd, self.model, self.failure
+
+    def add(self, record: Any, in_view: bool) -> None:
+        """One record's fields (``in_view``: its request is one of the view's)."""
+        rec = record if isinstance(record, Mapping) else {}
+        status = rec.get("status")
+        self.status.append(status)
+        self.latency_s.append(rec.get("latency_s"))
+        self.first.append(rec.get("first"))
+        self.cost_usd.append(rec.get("cost_usd"))
+        self.model.append(rec.get("model"))
+        self.failure.append(rec.get("failure"))
+        if in_view and status is not None and status != "unattempted":
+            self.attempted += 1
+
+    @classmethod
+    def of(cls, records: Mapping[str, Mapping[str, Any]], request_ids: Iterable[str]) -> RequestColumns:
+        """The columns of ``records`` for a view of ``request_ids``."""
+        known = set(request_ids)
+        cols = cls(requests=len(known))
+        for rid, rec in records.items():
+            cols.add(rec, rid in known)
+        return cols
 
 
 @dataclass
@@ -286,9 +336,8 @@ class QuestionTable:
     family may keep its source's candidate order, e.g. DecisionBench); None when every score
     question is already in level order. ``slice_codes``: the same slices as integer codes into
     sorted values (:class:`jevkedro.nodes.layout.SliceColumn`), for grouping without sorting
-    strings; ``requests``: the request-level fields of the records judged
-    (:class:`jevkedro.nodes.fast_validate.RequestColumns`, for the report). Both are absent from
-    tables built by hand.
+    strings; ``requests``: the request-level fields of the records judged (:class:`RequestColumns`,
+    for the report). Both are absent from tables built by hand.
     """
 
     request_id: np.ndarray
@@ -305,15 +354,15 @@ class QuestionTable:
     slices: dict[str, np.ndarray] = field(default_factory=dict)
     level_order: np.ndarray | None = None
     slice_codes: dict[str, Any] = field(default_factory=dict)
-    requests: Any = None
+    requests: RequestColumns | None = None
 
     def __len__(self) -> int:
         return len(self.request_id)
 
     @property
     def valid(self) -> np.ndarray:
-        """``status == "ok"``, computed once per status array (a comparison of N Python strings,
-        asked for by every metric and group of a report: ~100 times per view)."""
+        """``status == "ok"``, computed once per status array (asked for by every metric and
+        group of a report)."""
         cached = self.__dict__.get("_valid")
         if cached is None or cached[0] is not self.status:
             mask = self.status == "ok"
@@ -322,75 +371,61 @@ class QuestionTable:
         return cached[1]
 
 
-def _layout_of(rows: Any):
-    """The snapshot's cached layout, or one built for a plain sequence of rows."""
-    from jevkedro.nodes.layout import question_layout
-
-    layout = getattr(rows, "layout", None)  # a Snapshot keeps its layout
-    return layout if layout is not None else question_layout(list(rows))
-
-
 def build_question_table(
-    rows: Any,
-    predictions: Mapping[str, Mapping[str, Any]],
+    snapshot: Any,
+    records: Mapping[str, Mapping[str, Any]],
     tolerance: float = SUM_TOLERANCE,
 ) -> QuestionTable:
-    """Validate every question of a view against its prediction and lay the view out as arrays.
+    """Judge every question of a view against its record and lay the view out as arrays.
 
-    ``rows``: a :class:`~jevkedro.nodes.snapshot.Snapshot` (its layout is reused) or its rows;
-    ``predictions``: records by request id — a plain mapping, or a predictions log's
-    :attr:`~jevkedro.nodes.infer.PredictionLog.records` (read straight from the log's bytes).
+    ``snapshot``: a :class:`~jevkedro.nodes.snapshot.Snapshot` (its layout is reused) or a
+    sequence of rows; ``records``: records by request id (a plain mapping or a predictions log's
+    records), read once, in their order, for the verdicts and the report's request columns alike.
+    A record whose request the view does not have counts in the columns only.
     """
-    from jevkedro.nodes.fast_validate import judge_view
-
-    snapshot_rows = getattr(rows, "rows", rows)
-    layout = _layout_of(rows)
-    judged = judge_view(layout, snapshot_rows, predictions, tolerance)
+    layout = getattr(snapshot, "layout", None)
+    if layout is None:
+        layout = question_layout(list(snapshot))
+    bounds, position = layout.q_start_list, layout.position
+    qids, qtypes, level_names = layout.question_ids, layout.qtypes, layout.level_names
+    cands, cand_at = layout.cand_flat.tolist(), layout.cand_start.tolist()
+    n = len(layout)
+    status: list[Any] = ["unattempted"] * n
+    reason: list[Any] = [None] * n
+    P = np.zeros((n, layout.kmax))
+    requests = RequestColumns(requests=len(layout.request_ids))
+    for rid, record in records.items():
+        r = position.get(rid)
+        requests.add(record, r is not None)
+        if r is None:
+            continue
+        start, end = bounds[r], bounds[r + 1]
+        questions = [Question(qids[i], qtypes[i], cands[cand_at[i]: cand_at[i + 1]], level_names.get(i))
+                     for i in range(start, end)]
+        for g, (st, p, why) in enumerate(judge_request(questions, record, tolerance), start):
+            status[g], reason[g] = st, why
+            if p is not None:
+                P[g, : len(p)] = p
     return QuestionTable(
         request_id=layout.request_id,
         question_id=layout.question_id,
         qtype=layout.qtype,
         K=layout.K,
-        P=judged.P,
+        P=P,
         Y=layout.Y,
         has_target=layout.has_target,
         label=layout.label,
         unscored=layout.unscored,
-        status=judged.status,
-        reason=judged.reason,
+        status=np.array(status, dtype=object),
+        reason=reason,
         slices=layout.slices(),
         level_order=layout.level_order,
         slice_codes=layout.slice_columns,
-        requests=judged.requests,
+        requests=requests,
     )
 
 
-def reference_question_table(
-    rows: Sequence[SnapshotRow],
-    predictions: Mapping[str, Mapping[str, Any]],
-    tolerance: float = SUM_TOLERANCE,
-) -> QuestionTable:
-    """The straightforward table: :func:`judge_request` on every request, one question at a
-    time. The fast :func:`build_question_table` must give the same table (tests compare them)."""
-    from jevkedro.nodes.layout import question_layout
-
-    layout = question_layout(list(rows))
-    P = np.zeros((len(layout), layout.kmax))
-    status: list[str] = []
-    reason: list[Any] = []
-    i = 0
-    for row in rows:
-        for st, p, why in judge_request(row, predictions.get(row.request_id), tolerance):
-            if p is not None:
-                P[i, : len(p)] = p
-            status.append(st)
-            reason.append(why)
-            i += 1
-    return QuestionTable(
-        request_id=layout.request_id, question_id=layout.question_id, qtype=layout.qtype, K=layout.K, P=P,
-        Y=layout.Y, has_target=layout.has_target, label=layout.label, unscored=layout.unscored,
-        status=np.array(status, dtype=object), reason=reason, slices=layout.slices(), level_order=layout.level_order,
-    )
+_LINES = msgspec.json.Encoder()
 
 
 class QuestionRecords(Sequence):
@@ -399,50 +434,37 @@ class QuestionRecords(Sequence):
     the normalised probabilities the generic metrics used (None unless ``ok``, rounded to 6
     decimals), the label index and whether the argmax hit it.
 
-    The raw answer stays in the predictions log; this is the per-item view of what was judged.
-    :meth:`jsonl` writes all of them at once without making a dict per question.
+    The raw answer stays in the predictions log; this is the per-item view of what was judged,
+    and :meth:`jsonl` is how ``questions.jsonl`` is written.
     """
 
     def __init__(self, table: QuestionTable) -> None:
         self.table = table
-        ok = table.status == "ok"
-        label = table.label
-        pred = np.argmax(table.P, axis=1) if len(table) else np.zeros(0, dtype=np.int64)
-        self._ok = ok
-        self._correct = np.where(label >= 0, ok & (pred == label), False)
-        self._rounded = table.P.round(6)
+        self._columns: tuple[Any, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.table)
 
-    def confidence_and_correct(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Top-label confidence (of the rounded probabilities, as ``questions.jsonl`` holds them),
-        correctness and request id of every valid hard-label answer, by columns: what
-        :func:`jevkedro.nodes.plots.confidence_and_correct` reads from the records one by one."""
-        t = self.table
-        keep = self._ok & (t.label >= 0) & ~t.unscored.astype(bool) & (t.K > 0)
-        k = t.K[keep]
-        rounded = self._rounded[keep]
-        in_row = np.arange(rounded.shape[1])[None, :] < k[:, None]  # the candidates of each question
-        conf = np.where(in_row, rounded, -np.inf).max(axis=1) if len(k) else np.zeros(0)
-        rid = np.asarray(t.request_id)[keep].astype(object)  # Python strings, as read from the file
-        return conf.astype(float), self._correct[keep].astype(bool), rid
+    def _fields(self) -> tuple[Any, ...]:
+        """Each field of the records as a list of scalars, made once (the probabilities as the
+        rounded table and the count of each row's candidates; ``None`` where the answer is not ``ok``)."""
+        if self._columns is None:
+            t = self.table
+            ok = t.status == "ok"
+            pred = np.argmax(t.P, axis=1) if len(t) else np.zeros(0, dtype=np.int64)
+            hard = t.label >= 0
+            label = [v if h else None for v, h in zip(t.label.tolist(), hard.tolist())]
+            correct = [c if h else None for c, h in zip((ok & (pred == t.label)).tolist(), hard.tolist())]
+            width = np.where(ok, t.K, -1).tolist()
+            self._columns = (t.request_id.tolist(), t.question_id.tolist(), t.qtype.tolist(), t.status.tolist(),
+                             t.reason, t.P.round(6), width, label, correct, t.unscored.tolist())
+        return self._columns
 
     def _one(self, i: int) -> dict[str, Any]:
-        t = self.table
-        ok = bool(self._ok[i])
-        label = int(t.label[i])
-        return {
-            "request_id": t.request_id[i],
-            "question": t.question_id[i],
-            "type": t.qtype[i],
-            "status": t.status[i],
-            "reason": t.reason[i],
-            "probabilities": self._rounded[i, : t.K[i]].tolist() if ok else None,
-            "label": label if label >= 0 else None,
-            "correct": bool(self._correct[i]) if label >= 0 else None,
-            **({"unscored": True} if t.unscored[i] else {}),
-        }
+        rid, qid, qtype, status, reason, rounded, width, label, correct, unscored = self._fields()
+        return {"request_id": rid[i], "question": qid[i], "type": qtype[i], "status": status[i], "reason": reason[i],
+                "probabilities": rounded[i, : width[i]].tolist() if width[i] >= 0 else None,
+                "label": label[i], "correct": correct[i], **({"unscored": True} if unscored[i] else {})}
 
     def __getitem__(self, i):
         if isinstance(i, slice):
@@ -461,11 +483,18 @@ class QuestionRecords(Sequence):
         return list(self) == list(other) if isinstance(other, (list, QuestionRecords)) else NotImplemented
 
     def jsonl(self) -> bytes:
-        """All records as JSON lines (UTF-8), as ``json.dumps(record, ensure_ascii=False)`` would
-        write each one, built column-wise."""
-        from jevkedro.nodes.fast_validate import question_records_jsonl
+        """``questions.jsonl``'s bytes (:func:`question_lines`)."""
+        return question_lines(self)
 
-        return question_records_jsonl(self)
+
+def question_lines(records: Sequence[Mapping[str, Any]]) -> bytes:
+    """``questions.jsonl``: every record as one compact JSON line (UTF-8). When a record holds
+    what has no UTF-8 form (a lone surrogate in an error text), every line is written by
+    :func:`~jevkedro.nodes.jsonparse.dumps_utf8` instead, which reads back as the same strings."""
+    try:
+        return _LINES.encode_lines(iter(records))
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
+        return b"".join(dumps_utf8(rec) + b"\n" for rec in records)
 
 
 def question_records(table: QuestionTable) -> QuestionRecords:

@@ -1,0 +1,51 @@
+"""`make viz` (scripts/viz.py) stopped with SIGTERM leaves nothing serving its port (a bare
+`kedro viz run` leaves its server child behind: Kedro-Viz's own behaviour)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from support import ROOT
+
+pytestmark = pytest.mark.e2e
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serving(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_sigterm_to_make_viz_frees_the_port(tmp_path):
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "KEDRO_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1"}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "viz.py"), "--port", str(port), "--no-browser"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while not _serving(port):
+            assert proc.poll() is None, "kedro viz ended before serving"
+            assert time.monotonic() < deadline, "kedro viz did not start serving"
+            time.sleep(1)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 20
+        while _serving(port) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not _serving(port), "a process still serves the port after make viz was stopped"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
