@@ -15,8 +15,8 @@ import pytest
 from playwright.sync_api import sync_playwright
 
 from jevkedro.compare import compare
-from jevkedro.datasets import JSONLinesDataset, PlotsDataset
-from jevkedro.explorer import comparison_page, run_page, write_page
+from jevkedro.datasets import JSONLinesDataset
+from jevkedro.explorer import run_page, write_page
 from jevkedro.nodes.infer import PredictionLog
 from jevkedro.nodes.snapshot import load_snapshot
 from jevkedro.testing import flattened_replay
@@ -44,8 +44,8 @@ def _side(root: Path, model: str) -> tuple[list[dict], dict]:
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory) -> dict:
-    """Two real zh-decision-bench runs (the embedded model; its answers flattened, replayed), their
-    paired comparison, and the explorer pages made from what they wrote."""
+    """Two real zh-decision-bench runs (the embedded model; its answers flattened, replayed) and
+    their paired comparison, with the explorer pages they wrote; and a page of hostile strings."""
     root = copy_project(tmp_path_factory.mktemp("explorer") / "project", [VIEW])
     cwd = os.getcwd()
     os.chdir(root)
@@ -60,13 +60,10 @@ def pages(tmp_path_factory) -> dict:
     qa, pa = _side(root, A)
     qb, pb = _side(root, B)
     report = json.loads((root / "data" / "08_reporting" / A / VIEW / "report.json").read_text(encoding="utf-8"))
-    plots = PlotsDataset(str(root / "data" / "08_reporting" / A / VIEW)).load()
+    # the pages the pipeline's explore node and the comparison wrote
     run_html = root / "data" / "08_reporting" / A / VIEW / "report.html"
-    write_page(run_html, run_page(report, qa, snapshot, pa, context=CONTEXT, plots=plots))
-    cdir = root / "data" / "08_reporting" / "compare" / f"{A}__vs__{B}"
-    cplots = {p.name: p.read_bytes() for p in cdir.glob(f"{VIEW}.*.png")}
-    compare_html = cdir / f"{VIEW}.html"
-    write_page(compare_html, comparison_page(doc, qa, qb, snapshot, pa, pb, context=CONTEXT, plots=cplots))
+    compare_html = root / "data" / "08_reporting" / "compare" / f"{A}__vs__{B}" / f"{VIEW}.html"
+    assert run_html.is_file() and compare_html.is_file()
     rows = make_rows(30, hostile=True)
     hq, hp = make_run(rows, hostile=True)
     hostile_html = root / "hostile.html"

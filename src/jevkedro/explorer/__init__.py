@@ -18,6 +18,7 @@ import datetime as _dt
 import shlex
 import sys
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from jevkedro.explorer.data import comparison_data, run_data
@@ -29,11 +30,10 @@ from jevkedro.nodes.tracking import package_versions
 __all__ = ["HTMLDataset", "comparison_page", "default_context", "explorer_node", "run_page", "write_page", "MAX_PAGE_BYTES"]
 
 
-def _records(predictions: Any) -> dict[str, Any]:
-    """Request id -> prediction record, from a mapping or a predictions log (its ``records``), read
-    once (a log's records are read from the file on access: ``items()`` reads them in one pass)."""
-    records = predictions.records if hasattr(predictions, "records") else predictions
-    return records if isinstance(records, dict) else dict(records.items())
+def _records(predictions: Any) -> Mapping[str, Any]:
+    """Request id -> prediction record, from a mapping or a predictions log (its ``records``, which
+    the page reads with ``values()`` and ``items()``: a pass over the file each, nothing held)."""
+    return predictions.records if hasattr(predictions, "records") else predictions
 
 
 def _pngs(plots: Mapping[str, Any] | None) -> dict[str, bytes]:
@@ -43,9 +43,12 @@ def _pngs(plots: Mapping[str, Any] | None) -> dict[str, bytes]:
 def default_context() -> dict[str, Any]:
     """What made a page, when the caller does not say: the command line, now (UTC), and the
     versions of the packages that shape results (as MLflow records them)."""
-    argv = list(sys.argv)
-    if argv and argv[0].endswith(("kedro", "__main__.py")) and "run" in argv[1:2]:
+    argv = list(sys.argv) or [""]
+    script, package = Path(argv[0]).resolve(), Path(__file__).resolve().parents[1]
+    if argv[0].endswith("kedro") or (script.name == "__main__.py" and script.parent.name == "kedro"):  # also "python -m kedro"
         argv[0] = "kedro"
+    elif script.suffix == ".py" and package in script.parents:  # python -m jevkedro.<module>
+        argv[:1] = ["python", "-m", ".".join(("jevkedro", *script.relative_to(package).with_suffix("").parts))]
     return {"command": shlex.join(argv), "run_date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
             "versions": package_versions()}
 

@@ -53,11 +53,12 @@ def _finite(obj: Any) -> Any:
 
 
 def dumps(obj: Any) -> str:
-    """Compact JSON of ``obj`` (non-ASCII kept; non-finite numbers and unknown types as text)."""
+    """Compact JSON of ``obj``, ASCII only (the page's data then costs one byte a character in
+    memory, and a lone surrogate is an escape); non-finite numbers and unknown types as text."""
     try:
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
+        return json.dumps(obj, separators=(",", ":"), allow_nan=False, default=str)
     except ValueError:
-        return json.dumps(_finite(obj), ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
+        return json.dumps(_finite(obj), separators=(",", ":"), allow_nan=False, default=str)
 
 
 class Codes:
@@ -185,6 +186,7 @@ def shared_fields(records: Iterable[Mapping[str, Any] | None]) -> tuple[dict[str
 
 
 _ABSENT = object()
+_NO_ANSWER = ("unattempted", None, None, None)
 
 
 def stored_record(record: Mapping[str, Any] | None, common: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -208,6 +210,9 @@ class Side:
     loss: list[float | None] = field(default_factory=list)
     request_status: list[int] = field(default_factory=list)
     latency_ms: list[float | None] = field(default_factory=list)
+    records: list[str] = field(default_factory=list)  # per request: its record without the shared fields, as JSON
+    shared: dict[str, Any] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
 
 
 class Assembly:
@@ -222,7 +227,8 @@ class Assembly:
         self.slice_codes: dict[str, Codes] = {}
         self.slice_cols: dict[str, list[int]] = {}
         self.request_ids: list[str] = []
-        self.requests: list[Row] = []
+        self.request_json: list[str] = []  # the request, its questions object coded into qsets
+        self.excerpts: list[str] = []
         self.r: list[int] = []
         self.q: list[int] = []
         self.t: list[int] = []
@@ -238,7 +244,12 @@ class Assembly:
         for row in rows:
             r = len(self.request_ids)
             self.request_ids.append(row.request_id)
-            self.requests.append(row)
+            request = dict(row.request)
+            questions = request.get("questions") or {}
+            request["questions"] = self.qsets(questions, dumps(questions))
+            self.request_json.append(dumps(request))
+            text = state_text(request.get("state"))
+            self.excerpts.append(text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "…")
             base = request_slices(row)
             for qid, spec in (row.request.get("questions") or {}).items():
                 i = self.n
@@ -267,26 +278,31 @@ class Assembly:
 
     def side(self, questions: Iterable[Mapping[str, Any]], predictions: Mapping[str, Any]) -> Side:
         """One model's question records (``questions.jsonl`` rows) and prediction records, aligned
-        to the page's questions; a question without a record reads ``unattempted``."""
-        by_key = {(rec["request_id"], rec["question"]): rec for rec in questions}
+        to the page's questions; a question without a record reads ``unattempted``. The records are
+        read twice, one at a time (their shared fields, then each without them, as JSON text)."""
+        by_key = {(rec["request_id"], rec["question"]): (_text(rec.get("status")), rec.get("reason"), rec.get("probabilities"),
+                                                         rec.get("correct")) for rec in questions}
         side = Side()
         qid_of = self.qids.values
         for i in range(self.n):
-            rid = self.request_ids[self.r[i]]
-            rec = by_key.get((rid, qid_of[self.q[i]]))
-            gold = self.golds[i]
-            status = _text(rec.get("status")) if rec else "unattempted"
+            status, reason, probs, correct = by_key.get((self.request_ids[self.r[i]], qid_of[self.q[i]]), _NO_ANSWER)
             side.status.append(self.statuses(status))
-            reason = rec.get("reason") if rec else None
             side.reason.append(-1 if reason is None else self.reasons(_text(reason)))
-            probs = rec.get("probabilities") if rec and status == "ok" else None
+            probs = probs if status == "ok" else None
             side.probs.append(_scaled(probs))
-            side.loss.append(_loss4(loss_of(probs, gold)))
-            side.correct.append(-1 if not self.hard[i] else int(bool(rec and rec.get("correct") and status == "ok")))
+            side.loss.append(_loss4(loss_of(probs, self.golds[i])))
+            side.correct.append(-1 if not self.hard[i] else int(bool(correct and status == "ok")))
+        del by_key
+        side.shared, side.order = shared_fields(predictions.values())
+        seen: dict[str, tuple[int, float | None, str]] = {}
+        for rid, record in predictions.items():
+            seen[rid] = (self.statuses(_text(record.get("status"))), _latency_ms(record), dumps(stored_record(record, side.shared)))
+        unattempted = (self.statuses("unattempted"), None, "null")
         for rid in self.request_ids:
-            record = predictions.get(rid)
-            side.request_status.append(self.statuses(_text(record.get("status")) if record else "unattempted"))
-            side.latency_ms.append(_latency_ms(record))
+            status, latency, text = seen.get(rid, unattempted)
+            side.request_status.append(status)
+            side.latency_ms.append(latency)
+            side.records.append(text)
         return side
 
     def columns(self) -> dict[str, Any]:
@@ -299,23 +315,14 @@ class Assembly:
             "soft": self.soft, "slices": slices, "request_ids": self.request_ids,
         }
 
-    def detail(self, r: int, records: Mapping[str, Mapping[str, Any] | None], commons: Mapping[str, Mapping[str, Any]]) -> str:
-        """The JSON text of request ``r``'s detail: the request with its ``questions`` object replaced
-        by a code into ``qsets`` (requests share few of them), and each side's stored record
-        without its shared fields (``commons``)."""
-        request = dict(self.requests[r].request)
-        questions = request.get("questions") or {}
-        request["questions"] = self.qsets(questions, dumps(questions))
-        parts = [f'"req":{dumps(request)}']
-        parts += [f"{json.dumps(name)}:{dumps(stored_record(rec, commons[name]))}" for name, rec in records.items()]
+    def detail(self, r: int, sides: Mapping[str, Side]) -> str:
+        """The JSON text of request ``r``'s detail: the request (its questions coded into ``qsets``:
+        requests share few of them) and each side's stored record without its shared fields."""
+        parts = [f'"req":{self.request_json[r]}'] + [f'"{name}":{side.records[r]}' for name, side in sides.items()]
         return "{" + ",".join(parts) + "}"
 
-    def excerpt(self, r: int) -> str:
-        text = state_text(self.requests[r].request.get("state"))
-        return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "…"
 
-
-def side_columns(side: Side) -> dict[str, Any]:
+def side_columns(side: Side) -> dict[str, Any]:  # what the page's script reads of one side
     return {"st": side.status, "why": side.reason, "ok": side.correct, "p": side.probs, "loss": side.loss,
             "rst": side.request_status, "lat": side.latency_ms}
 
@@ -332,30 +339,30 @@ class PageData:
     total: int
 
     def json(self) -> str:
-        """The document as one JSON text, ready for :func:`script_json`."""
-        details = ",".join("null" if d is None else d for d in self.details)
-        excerpts = dumps(self.excerpts)
-        body = dumps({**self.columns, "kept": self.kept, "total": self.total})
-        return body[:-1] + f',"details":[{details}],"excerpts":{excerpts}}}'
+        """The document as one JSON text, escaped for its element (:func:`script_json`) part by part."""
+        body = script_json(dumps({**self.columns, "kept": self.kept, "total": self.total}))
+        parts = [body[:-1], ',"details":[']
+        parts += [",".join("null" if d is None else script_json(d) for d in self.details)]
+        parts += ['],"excerpts":', script_json(dumps(self.excerpts)), "}"]
+        return "".join(parts)
 
 
-def _select(asm: Assembly, columns: dict[str, Any], ranks: list[int], sides: Mapping[str, Mapping[str, Any]],
-            budget: int | None) -> PageData:
+def _select(asm: Assembly, columns: dict[str, Any], ranks: list[int], sides: Mapping[str, Side], budget: int | None) -> PageData:
     """``columns`` with a detail for every request when the whole document fits ``budget`` bytes,
     else details for the most important requests first (lowest rank, then snapshot order) while
     they fit; the others keep a state excerpt."""
-    R, ids = len(asm.request_ids), asm.request_ids
-    shared = {name: shared_fields(recs.get(rid) for rid in ids) for name, recs in sides.items()}
-    commons = {name: common for name, (common, _) in shared.items()}
-    details: list[str | None] = [asm.detail(r, {name: recs.get(ids[r]) for name, recs in sides.items()}, commons)
-                                 for r in range(R)]
+    R = len(asm.request_ids)
+    details: list[str | None] = [asm.detail(r, sides) for r in range(R)]
+    asm.request_json = []  # held once, in the details
+    for side in sides.values():
+        side.records = []
     columns["qsets"] = asm.qsets.values
-    columns["records"] = {name: {"shared": common, "order": order} for name, (common, order) in shared.items()}
+    columns["records"] = {name: {"shared": side.shared, "order": side.order} for name, side in sides.items()}
     if budget is not None:
         sizes = [len(d.encode("utf-8")) + 1 for d in details]  # type: ignore[union-attr]
         room = budget - len(dumps(columns).encode("utf-8"))
         if sum(sizes) > room:
-            excerpt = [len(asm.excerpt(r).encode("utf-8")) + 3 for r in range(R)]
+            excerpt = [len(asm.excerpts[r].encode("utf-8")) + 3 for r in range(R)]
             room -= sum(excerpt)  # as if every detail were left out: a detail kept saves its excerpt
             spent, keep = 0, [False] * R
             for r in sorted(range(R), key=lambda r: (ranks[r], r)):
@@ -364,7 +371,7 @@ def _select(asm: Assembly, columns: dict[str, Any], ranks: list[int], sides: Map
                     spent += cost
                     keep[r] = True
             details = [d if keep[r] else None for r, d in enumerate(details)]
-    excerpts = [None if details[r] is not None else asm.excerpt(r) for r in range(R)]
+    excerpts = [None if details[r] is not None else asm.excerpts[r] for r in range(R)]
     return PageData(columns, details, excerpts, sum(d is not None for d in details), R)
 
 
@@ -387,7 +394,7 @@ def run_data(questions: Iterable[Mapping[str, Any]], snapshot: Any, predictions:
     asm = Assembly()
     asm.add_rows(snapshot_rows(snapshot))
     side = asm.side(questions, predictions)
-    return _select(asm, {**asm.columns(), **side_columns(side)}, _request_ranks(asm, [side]), {"raw": predictions}, budget)
+    return _select(asm, {**asm.columns(), **side_columns(side)}, _request_ranks(asm, [side]), {"raw": side}, budget)
 
 
 def flips_of(a: Side, b: Side) -> list[int]:
@@ -406,4 +413,4 @@ def comparison_data(questions_a: Iterable[Mapping[str, Any]], questions_b: Itera
     a, b = asm.side(questions_a, predictions_a), asm.side(questions_b, predictions_b)
     flips = flips_of(a, b)
     columns = {**asm.columns(), "a": side_columns(a), "b": side_columns(b), "flip": flips}
-    return _select(asm, columns, _request_ranks(asm, [a, b], flips), {"raw_a": predictions_a, "raw_b": predictions_b}, budget)
+    return _select(asm, columns, _request_ranks(asm, [a, b], flips), {"raw_a": a, "raw_b": b}, budget)

@@ -145,7 +145,7 @@ def _render(template: str, data: PageData, meta: dict[str, Any], **values: Any) 
            "form-action 'none'; base-uri 'none'")
     meta = {**meta, "page_sizes": list(PAGE_SIZES)}
     return _environment().get_template(template).render(
-        csp=csp, style=_static("explorer.css"), script=script, data_json=script_json(data.json()),
+        csp=csp, style=_static("explorer.css"), script=script, data_json=data.json(),
         meta_json=script_json(dumps(meta)), kept=data.kept, snapshot_path=meta["snapshot"],
         predictions_path=meta["predictions"], total=data.total, banners=BANNERS, **values)
 
