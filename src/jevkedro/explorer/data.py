@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from jevkedro.nodes.snapshot import each_row
+
 STATUSES = ("ok", "invalid", "unsupported", "unattempted", "error")
 NLL_FLOOR = 1e-12  # as the generic metrics (protocol §4)
 PROB_SCALE = 10_000  # probabilities are stored as integers in units of 1e-4
@@ -110,8 +112,9 @@ def _row(row: Any) -> Row:
 
 
 def snapshot_rows(snapshot: Any) -> Iterable[Row]:
-    """The rows of a snapshot (anything with ``rows``) or of a sequence of rows."""
-    for row in getattr(snapshot, "rows", snapshot):
+    """The rows of a snapshot (anything with ``rows``) or of a sequence of rows, for one pass (a
+    loaded snapshot's rows decoded for it are not kept on the snapshot)."""
+    for row in each_row(getattr(snapshot, "rows", snapshot)):
         yield _row(row)
 
 
