@@ -221,7 +221,8 @@ def format_table(docs: list[dict[str, Any]]) -> list[str]:
             lines.append(f"  note: {doc['warning']}")
         lines.append("  written, with the flips (right for one model only) item by item:")
         lines.append(f"  {doc['path']}")
-        lines.append(f"  every question side by side, in a browser: {doc['path'].removesuffix('.json')}.html")
+        lines.append("  every question side by side, in a browser:")
+        lines.append(f"  {doc['path'].removesuffix('.json')}.html")
     if len(docs) > 1:
         lines.append("")
         lines.append(f"{'view':<28}{'acc A − B':>10}  {'95% CI':<19}{'p':>8}{'p (BH)':>9}")
