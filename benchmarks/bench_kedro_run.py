@@ -44,8 +44,9 @@ def make_project(work: Path) -> Path:
     if project.exists():
         shutil.rmtree(project)
     (project / "conf" / "local").mkdir(parents=True)
-    shutil.copy(ROOT / "pyproject.toml", project / "pyproject.toml")
-    shutil.copytree(ROOT / "conf" / "base", project / "conf" / "base")
+    checkout = SRC.parent  # the configuration of the checkout whose code runs
+    shutil.copy(checkout / "pyproject.toml", project / "pyproject.toml")
+    shutil.copytree(checkout / "conf" / "base", project / "conf" / "base")
     (project / "src").mkdir()
     return project
 

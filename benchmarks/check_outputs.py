@@ -49,11 +49,11 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _copy_project(dest: Path) -> None:
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+def _copy_project(dest: Path, root: Path) -> None:
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, check=True,
                            capture_output=True).stdout.decode().split("\0")
     for rel in filter(None, files):
-        src = ROOT / rel
+        src = root / rel
         if src.is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
@@ -71,7 +71,7 @@ def collect(src: Path, keep: Path | None = None) -> dict[str, str]:
     with tempfile.TemporaryDirectory(prefix="jevkedro-outputs-") as tmp:
         work = keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        _copy_project(work)
+        _copy_project(work, src.parent)  # the checkout whose code runs, with its configuration and data
         _kedro(work, src)
         model = next(p.name for p in (work / "data/07_model_output").iterdir() if p.is_dir())
         for view in VIEWS:
