@@ -19,7 +19,7 @@ CHAIN = ["release", "prepare_snapshot", "snapshot", "verify_snapshot", "verified
          "score", "report", "track", "mlflow_run"]
 LAYERS = {"release": "raw", "snapshot": "primary", "verified_snapshot": "primary", "predictions": "model_output",
           "inference_run": "model_output", "question_scores": "model_output", "report": "reporting",
-          "official": "reporting", "plots": "reporting", "mlflow_run": "tracking"}
+          "official": "reporting", "plots": "reporting", "report_html": "reporting", "mlflow_run": "tracking"}
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +59,11 @@ def test_every_view_has_its_tracking_step(graph):
     edges = {(names.get(e["source"]), names.get(e["target"])) for e in graph["edges"]}
     for view in VIEWS:
         assert f"{view}.track" in tasks
-        for upstream in ("verified_snapshot", "report", "official", "plots"):  # what the MLflow run records
+        for upstream in ("verified_snapshot", "report", "official", "plots", "report_html"):  # what the MLflow run records
             assert (f"{view}.{upstream}", f"{view}.track") in edges, (view, upstream)
+        for upstream in ("verified_snapshot", "report", "question_scores", "predictions", "plots"):  # the explorer page's inputs
+            assert (f"{view}.{upstream}", f"{view}.explore") in edges, (view, upstream)
+        assert (f"{view}.explore", f"{view}.report_html") in edges
         assert (f"{view}.track", f"{view}.mlflow_run") in edges
 
 

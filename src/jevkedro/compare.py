@@ -17,8 +17,9 @@ project's own rules and compares them question by question on the same snapshot:
 
 Writes ``<A>__vs__<B>/<VIEW>.json`` under the catalog's ``comparisons`` folder
 (``data/08_reporting/compare``) with the reliability of both models on one chart
-(``<VIEW>.reliability.png``) and the per-slice differences (``<VIEW>.slices.png``), and prints a
-table. Exit status: 0, or 2 when an input is missing or the runs are not comparable.
+(``<VIEW>.reliability.png``), the per-slice differences (``<VIEW>.slices.png``) and every question
+side by side in a browser (``<VIEW>.html``, :mod:`jevkedro.explorer`), and prints a table. Exit
+status: 0, or 2 when an input is missing or the runs are not comparable.
 """
 
 from __future__ import annotations
@@ -35,12 +36,13 @@ from jevkedro import console
 from jevkedro.config import SettingsError, check_run_name
 from jevkedro.datasets import catalog_dataset, project_catalog
 from jevkedro.errors import UserError
+from jevkedro.explorer import comparison_page, write_page
 from jevkedro.nodes import compare as stats
-from jevkedro.nodes.plots import comparison_reliability_figure, slice_differences_figure
+from jevkedro.nodes.plots import comparison_reliability_figure, figure_png, slice_differences_figure
 from jevkedro.nodes.predictions_log import PredictionLog
 from jevkedro.nodes.report import resampling_units
 from jevkedro.nodes.snapshot import Snapshot
-from jevkedro.nodes.validate import build_question_table
+from jevkedro.nodes.validate import build_question_table, question_records
 from jevkedro.registry import VIEWS, family_of
 
 MAX_FLIPS = 500  # per direction, in the JSON (the counts are always complete)
@@ -96,8 +98,9 @@ def compare_view(root: Path, view: str, a: str, b: str, resamples: int = stats.R
             where = catalog_dataset(catalogs[name], f"{view}.report").filepath
             raise CompareError(f"{where} was scored on snapshot {rep['snapshot_sha256'][:16]}…, "
                                f"but {snapshot.path} is {snapshot.sha256[:16]}…: rerun both models on one snapshot")
-    table_a = build_question_table(snapshot.rows, _records(catalogs[a], a, view))
-    table_b = build_question_table(snapshot.rows, _records(catalogs[b], b, view))
+    records_a, records_b = _records(catalogs[a], a, view), _records(catalogs[b], b, view)
+    table_a = build_question_table(snapshot.rows, records_a)
+    table_b = build_question_table(snapshot.rows, records_b)
     units_all, unit_name = resampling_units(snapshot, table_a)
     keep = ~np.asarray(table_a.unscored, dtype=bool)
     units = np.asarray(units_all, dtype=object)[keep]
@@ -128,6 +131,8 @@ def compare_view(root: Path, view: str, a: str, b: str, resamples: int = stats.R
     figures = {
         "models": [(a, conf_a, ta.correct[ta.ece_rows], units[ta.ece_rows]), (b, conf_b, tb.correct[tb.ece_rows], units[tb.ece_rows])],
         "differences": differences,
+        # the explorer page's inputs: every question of both models, and their records
+        "page": (snapshot, question_records(table_a), question_records(table_b), records_a, records_b),
     }
     return doc, figures
 
@@ -174,13 +179,17 @@ def compare(root: Path, views: list[str], a: str, b: str, resamples: int = stats
     for doc, fig, q in zip(docs, figs, adjusted):
         doc["mcnemar"]["p_value_bh"] = q
         doc["mcnemar"]["bh_views"] = views
-        figures = {}
+        figures: dict[str, bytes] = {}
         if plots:
             title = f"{a} vs {b} on {doc['view']}"
-            figures = {"reliability.png": comparison_reliability_figure(fig["models"], f"Reliability — {title}"),
-                       "slices.png": slice_differences_figure(fig["differences"], a, b, f"Accuracy by slice — {title}")}
+            figures = {"reliability.png": figure_png(comparison_reliability_figure(fig["models"], f"Reliability — {title}")),
+                       "slices.png": figure_png(slice_differences_figure(fig["differences"], a, b, f"Accuracy by slice — {title}"))}
         comparisons.save({(a, b, doc["view"]): (doc, figures)})
         path = comparisons.path(a, b, doc["view"]).resolve()
+        snapshot, questions_a, questions_b, records_a, records_b = fig["page"]  # <A>__vs__<B>/<view>.html beside the JSON
+        write_page(path.with_name(f"{doc['view']}.html"),
+                   comparison_page(doc, questions_a, questions_b, snapshot, records_a, records_b,
+                                   plots={f"{doc['view']}.{name}": png for name, png in figures.items()}))
         doc["path"] = str(path.relative_to(root.resolve()) if path.is_relative_to(root.resolve()) else path)
     return docs
 
@@ -213,6 +222,8 @@ def format_table(docs: list[dict[str, Any]]) -> list[str]:
             lines.append(f"  note: {doc['warning']}")
         lines.append("  written, with the flips (right for one model only) item by item:")
         lines.append(f"  {doc['path']}")
+        lines.append("  every question side by side, in a browser:")
+        lines.append(f"  {doc['path'].removesuffix('.json')}.html")
     if len(docs) > 1:
         lines.append("")
         lines.append(f"{'view':<28}{'acc A − B':>10}  {'95% CI':<19}{'p':>8}{'p (BH)':>9}")

@@ -84,8 +84,10 @@ def score(snapshot: Snapshot, predictions: PredictionLog, inference_run: Mapping
     return report, official, question_records(table)
 
 
-def track(snapshot: Snapshot, report: dict, official: dict | None, plots: Mapping[str, bytes]) -> tracking.ViewRun:
+def track(snapshot: Snapshot, report: dict, official: dict | None, plots: Mapping[str, bytes],
+          report_html: str | None = None) -> tracking.ViewRun:
     """The view's MLflow run (:func:`jevkedro.nodes.tracking.view_run`) from its outputs as saved:
-    the report, the official report and the plots read back from their files, the snapshot's
-    manifest and TSV as its input."""
-    return tracking.view_run(report, official, snapshot.manifest, plots, snapshot.path)
+    the report, the official report, the plots and the explorer page read back from their files,
+    the snapshot's manifest and TSV as its input."""
+    files = {"report.html": report_html.encode("utf-8", "replace")} if report_html is not None else None
+    return tracking.view_run(report, official, snapshot.manifest, plots, snapshot.path, files)

@@ -110,6 +110,7 @@ class ViewRun:
     tables: dict[str, dict[str, list]] = field(default_factory=dict)  # file name -> columns
     dataset: dict[str, Any] = field(default_factory=dict)
     images: dict[str, Any] = field(default_factory=dict)  # file name -> PNG bytes or a matplotlib Figure
+    files: dict[str, bytes] = field(default_factory=dict)  # file name -> bytes logged as they are (report.html)
 
     @property
     def result_digest(self) -> str:
@@ -223,12 +224,13 @@ def _digest(document: Any) -> str:
 
 
 def view_run(report: Mapping[str, Any], official: Any, manifest: Mapping[str, Any], plots: Mapping[str, Any] | None = None,
-             snapshot_path: str | Path | None = None) -> ViewRun:
+             snapshot_path: str | Path | None = None, files: Mapping[str, bytes] | None = None) -> ViewRun:
     """The tags, params, metrics, tables, artifacts and input of one (model, view) run.
 
     The result digest covers the params, metrics, snapshot and data kind only; the environment
     (versions, git commit, kedro command) is added when the run is logged (:func:`log_view_run`).
-    ``snapshot_path`` is where the snapshot TSV is (the run's input dataset)."""
+    ``snapshot_path`` is where the snapshot TSV is (the run's input dataset); ``files`` are logged
+    as they are (the explorer page, ``report.html``, which MLflow's artifact viewer shows)."""
     params = run_params(report)
     metrics = run_metrics(report, official)
     snapshot = str(report["snapshot_sha256"])
@@ -260,7 +262,7 @@ def view_run(report: Mapping[str, Any], official: Any, manifest: Mapping[str, An
     images = {f"plots/{name}": image for name, image in (plots or {}).items()}
     tags, params = {k: storable(v) for k, v in tags.items()}, {k: storable(v) for k, v in params.items()}
     return ViewRun(str(report["model"]), experiment_name(str(report["view"])), tags, params, metrics, artifacts,
-                   run_tables(report), dataset, images)
+                   run_tables(report), dataset, images, dict(files or {}))
 
 
 def storable(value: Any) -> Any:
@@ -516,6 +518,8 @@ def log_view_run(run: ViewRun, tracking_uri: str | None = None, context: Mapping
                 (Path(tmp) / "plots").mkdir()
                 for name, image in run.images.items():
                     (Path(tmp) / name).write_bytes(_png_bytes(image))
+            for name, data in run.files.items():
+                (Path(tmp) / name).write_bytes(data)
             client.log_artifacts(run_id, tmp)
         client.set_terminated(run_id, "FINISHED")
     except BaseException as exc:

@@ -3,7 +3,7 @@
 ``<view>.release`` -> ``prepare_snapshot`` -> ``<view>.snapshot`` -> ``verify_snapshot`` ->
 ``<view>.verified_snapshot`` -> ``infer`` (appends to ``<view>.predictions``) ->
 ``<view>.inference_run`` -> ``score`` (reads ``<view>.predictions``) -> ``<view>.report``,
-``<view>.official``, ``<view>.question_scores`` -> ``plot`` -> ``<view>.plots`` -> ``track`` ->
+``<view>.official``, ``<view>.question_scores`` -> ``plot`` -> ``<view>.plots`` -> ``explore`` -> ``<view>.report_html`` -> ``track`` ->
 ``<view>.mlflow_run``. Datasets are matched by the factories in the catalog. ``params:model`` and
 ``params:gates`` are shared by all views; a view's own options (``<view>.prepare``) configure its
 release dataset and tell ``verify_snapshot`` which data kind the run asks for
@@ -17,6 +17,7 @@ from functools import partial, update_wrapper
 
 from kedro.pipeline import Pipeline, node
 
+from jevkedro.explorer import explorer_node
 from jevkedro.nodes import plots, steps
 
 
@@ -34,6 +35,8 @@ def create_view_pipeline(view: str) -> Pipeline:
         node(steps.score, ["verified_snapshot", "predictions", "inference_run", "params:model", "params:gates"],
              ["report", "official", "question_scores"], name="score"),
         node(plots.plot_view, ["verified_snapshot", "report", "question_scores"], "plots", name="plot"),
-        node(steps.track, ["verified_snapshot", "report", "official", "plots"], "mlflow_run", name="track"),
+        node(explorer_node, ["verified_snapshot", "report", "question_scores", "predictions", "plots"], "report_html",
+             name="explore"),
+        node(steps.track, ["verified_snapshot", "report", "official", "plots", "report_html"], "mlflow_run", name="track"),
     ])
     return Pipeline(template, namespace=view, parameters={"params:model", "params:gates"})
