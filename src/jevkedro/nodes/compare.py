@@ -409,15 +409,16 @@ def paired_metrics(a: Terms, b: Terms, units: np.ndarray | None = None, resample
     res_a, res_b = _headline_of(boot_a), _headline_of(boot_b)
     counts = {"accuracy": int(hard.sum()), "nll": int(prob.sum()), "brier": int(prob.sum()), "ece": int(ece_rows.sum())}
     analytic = paired_analytic(a, b, units, level)  # per-question metrics only: ECE is bootstrap-only
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for name in HEADLINE:
         va, vb = point_a[name][0], point_b[name][0]
         lo, hi = percentile_interval(res_a[name] - res_b[name], level)
-        out[name] = {"a": _num(va), "b": _num(vb), "diff": _num(va - vb), "ci_low": lo, "ci_high": hi, "n": counts[name],
-                     "verdict": verdict(name, lo, hi)}
+        entry: dict[str, Any] = {"a": _num(va), "b": _num(vb), "diff": _num(va - vb), "ci_low": lo, "ci_high": hi,
+                                 "n": counts[name], "verdict": verdict(name, lo, hi)}
         if name in analytic:
-            out[name]["analytic"] = {k: analytic[name][k] for k in ("se", "ci_low", "ci_high", "df", "p_value", "mde_80",
-                                                                    "clusters", "small_sample")}
+            entry["analytic"] = {k: analytic[name][k] for k in ("se", "ci_low", "ci_high", "df", "p_value", "mde_80",
+                                                                "clusters", "small_sample")}
+        out[name] = entry
     return out
 
 
