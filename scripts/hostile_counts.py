@@ -31,11 +31,17 @@ CLASSES = {
     "http": "HTTP faults",
     "kill": "kill points (SIGKILL, torn lines)",
     "lines": "JSONL lines end only at \\n (round 3, class 4)",
+    "lock": "the lock holds whatever happens to its file (round 3, class 13)",
+    "spellings": "a key re-spelt (round 3, class 9)",
+    "keys": "a key is a header value, only in the environment (round 3, classes 7-8)",
 }
 
 # (pattern searched in the node id, class): the first that matches wins
 RULES: list[tuple[str, str]] = [
     (r"test_hostile_secrets\.py", "1"),
+    (r"test_hostile_spellings\.py", "spellings"),
+    (r"test_hostile_keys\.py", "keys"),
+    (r"test_hostile_lock\.py", "lock"),
     (r"number_no_double_holds|one_bad_number_or_repeated_key|\[(5000-digit-number|1e400)\]|beyond the range", "2"),
     (r"test_hostile_snapshots\.py::.*(kind|forged|manifest|another_view|relabelled)", "3"),
     (r"test_hostile_snapshots\.py", "snapshots"),
