@@ -208,8 +208,8 @@ def replayed(root, answers, out):
     """Verify, infer (replay) and score the zh view through the pipeline's own node functions."""
     snapshot = verify(root, "zh_decision_bench")
     model = {"adapter": "replay", "path": str(answers), "name": "first-candidate"}
-    plog = steps.infer(snapshot, PredictionLog(out / "predictions.jsonl"), model)
-    report, official, questions = steps.score(snapshot, PredictionLog(plog.path), model)
+    run = steps.infer(snapshot, PredictionLog(out / "predictions.jsonl"), model)
+    report, official, questions = steps.score(snapshot, PredictionLog(out / "predictions.jsonl"), run, model)
     return report["metrics"], report["coverage"], official, questions
 
 
