@@ -215,6 +215,25 @@ def test_a_refused_connection_is_a_connection_failure(tmp_path):
     assert "ConnectionRefusedError" in records["r00000"]["error"] or "Connect" in records["r00000"]["error"]
 
 
+def _read_request(conn: socket.socket) -> bytes:
+    """One whole request (head and Content-Length body) from ``conn``."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lengths = [int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
+    length = lengths[0] if lengths else 0
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
 def _serve_once(reply: bytes) -> tuple[socket.socket, int]:
     """A listening socket whose first connection gets ``reply`` (whatever it is) and is closed."""
     listener = socket.socket()
@@ -224,7 +243,7 @@ def _serve_once(reply: bytes) -> tuple[socket.socket, int]:
     def serve():
         conn, _ = listener.accept()
         with conn:
-            conn.recv(65536)
+            _read_request(conn)  # all of it: closing with unread bytes would reset the connection
             conn.sendall(reply)
 
     threading.Thread(target=serve, daemon=True).start()

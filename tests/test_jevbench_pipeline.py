@@ -58,7 +58,7 @@ def test_replay_run_writes_and_logs_the_official_summary(project):
     path = project / "data" / "08_reporting" / "replay-sample" / "jevbench" / "official.json"
     official = json.loads(path.read_text(encoding="utf-8"))
     names, logged = _mlflow_official(project, "replay-sample")
-    assert names == ["manifest.json", "official.json", "plots", "report.json", "tables"]
+    assert names == ["manifest.json", "official.json", "plots", "report.html", "report.json", "tables"]
     assert logged == official  # the artifact is the official summary itself, nothing else mixed in
     assert "metrics" not in logged and logged["benchmark"]["synthetic"] is True
 

@@ -33,8 +33,10 @@ def store(tmp_path_factory):
             replay = flattened_replay(project / "data" / "07_model_output" / A / view / "predictions.jsonl",
                                       project / f"{view}.replay.jsonl")
             run_kedro(project, view, params={"model": {"adapter": "replay", "path": str(replay), "name": B}})
-        # a view whose inference fails: a FAILED run, clearly marked
-        with pytest.raises(Exception, match="nothing.jsonl"):
+        # a view whose inference fails (a replay file broken past its first line, which the
+        # settings check reads): a FAILED run, clearly marked
+        (project / "nothing.jsonl").write_text('{"request_id": "x", "response": {}}\nnot json\n', encoding="utf-8")
+        with pytest.raises(Exception, match="nothing.jsonl:2"):
             run_kedro(project, "jevalt_bench", params={"model": {"adapter": "replay", "path": str(project / "nothing.jsonl"),
                                                                  "name": "broken"}})
     # the rerun, from the command line: answers reused (same result) and a gate that fails

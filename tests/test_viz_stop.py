@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from support import ROOT
+from support import ROOT, copy_project
 
 pytestmark = pytest.mark.e2e
 
@@ -31,13 +31,15 @@ def _serving(port: int) -> bool:
 
 def test_sigterm_to_make_viz_frees_the_port(tmp_path):
     port = _free_port()
+    project = copy_project(tmp_path / "project", [])
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "KEDRO_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1"}
+    log = open(tmp_path / "viz.log", "w+b")
     proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "viz.py"), "--port", str(port), "--no-browser"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 240
         while not _serving(port):
-            assert proc.poll() is None, "kedro viz ended before serving"
+            assert proc.poll() is None, "kedro viz ended before serving:\n" + (tmp_path / "viz.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "kedro viz did not start serving"
             time.sleep(1)
         proc.send_signal(signal.SIGTERM)
@@ -49,3 +51,4 @@ def test_sigterm_to_make_viz_frees_the_port(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+        log.close()

@@ -152,6 +152,8 @@ class OpenAICompatAdapter(HttpAdapter):
         the keys the written JSON repeats (paths as in the body: ``answers/<id>/...``)."""
         try:
             content = chat["choices"][0]["message"]["content"]
+            if not isinstance(content, str):  # a list of byte values would read as bytes of text
+                raise TypeError(f"message.content is a JSON {type(content).__name__}, not text")
             parsed = parse_json(content)  # repeats found; numbers beyond the double range -> inf
             written = parsed.value["answers"]
             if not isinstance(written, dict):

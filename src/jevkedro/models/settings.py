@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 from annotated_types import Ge, Gt, Le
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, StrictFloat, StrictInt, field_validator, model_validator
+from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, SerializeAsAny, StrictFloat, StrictInt, field_validator, model_validator
 
 from jevkedro.config import Settings, SettingsError, check_run_name, closest, parse_group, unknown_key_problem
 
@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from jevkedro.models.base import Adapter
 
 PositiveInt = Annotated[StrictInt, Ge(1)]
-NonNegativeFloat = Annotated[StrictFloat, Ge(0)]
-PositiveFloat = Annotated[StrictFloat, Gt(0)]
+NonNegativeFloat = Annotated[StrictFloat, Ge(0), AllowInfNan(False)]  # 1e400 reads as infinity: refused
+PositiveFloat = Annotated[StrictFloat, Gt(0), AllowInfNan(False)]
 
 # -- the engine ------------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import math
 import sys
 import threading
 import time
@@ -54,14 +55,23 @@ class Tariff:
         return cls(engine.price_input_per_1m, engine.price_output_per_1m)
 
     def cost(self, usage: Any) -> float | None:
+        """The request's cost, or None when a price or a count is unknown: a count is a whole
+        number of tokens, at least 0 (``true``, ``-5000000`` or ``1.5`` are no counts)."""
         if not isinstance(usage, Mapping) or self.input_per_1m is None:
             return None
-        tokens_in, tokens_out = usage.get("input_tokens"), usage.get("output_tokens") or 0
-        if not isinstance(tokens_in, (int, float)) or not isinstance(tokens_out, (int, float)):
-            return None
-        if tokens_out and self.output_per_1m is None:
+        tokens_in = _token_count(usage.get("input_tokens"))
+        tokens_out = _token_count(usage.get("output_tokens", 0))
+        if tokens_in is None or tokens_out is None or (tokens_out and self.output_per_1m is None):
             return None
         return tokens_in * self.input_per_1m / 1e6 + tokens_out * (self.output_per_1m or 0.0) / 1e6
+
+
+def _token_count(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if not math.isfinite(value) or value < 0 or value != int(value):
+        return None
+    return int(value)
 
 
 # -- progress -----------------------------------------------------------------------------------
