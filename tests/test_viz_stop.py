@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -18,9 +19,15 @@ pytestmark = pytest.mark.e2e
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below 49152 (Kedro-Viz refuses the ephemeral range the system would pick)."""
+    for port in random.Random().sample(range(20000, 49000), 200):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below 49152")
 
 
 def _serving(port: int) -> bool:
