@@ -139,3 +139,12 @@ def test_the_paired_comparison_carries_verdicts_and_the_analytic_figures():
     assert swapped["accuracy"]["verdict"] == "B" and swapped["nll"]["verdict"] == "B"
     same = C.paired_metrics(good, good, resamples=200)
     assert {m["verdict"] for m in same.values()} == {"none"} and same["accuracy"]["analytic"]["se"] == 0
+
+
+def test_the_console_verdict_names_the_better_model_per_metric():
+    from jevkedro.compare import verdict_line
+
+    doc = {"a": "x", "b": "y", "metrics": {"accuracy": {"verdict": "A"}, "nll": {"verdict": "B"},
+                                           "brier": {"verdict": "none"}, "ece": {"verdict": "none"}}}
+    assert verdict_line(doc) == ("verdict: accuracy A better, nll B better, brier no significant difference, "
+                                 "ece no significant difference")

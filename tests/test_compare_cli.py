@@ -74,7 +74,11 @@ def test_hand_computed_comparison(root, capsys):
     assert a_only["items"][0]["b"]["choice"] == "b" and a_only["items"][0]["slices"]["tier"] == "easy"
     assert doc["flips"]["b_only"]["items"][0]["request_id"] == "easy-6"
     out = capsys.readouterr().out
-    assert "accuracy" in out and "+0.250" in out
+    assert "accuracy ↑" in out and "nll ↓" in out and "+0.250" in out
+    # four paraphrase groups: no interval excludes zero, so no model is named better
+    assert all(m["verdict"] == "none" for m in doc["metrics"].values())
+    verdict = " ".join(line.strip() for line in out.splitlines() if "verdict:" in line or "significant" in line)
+    assert "accuracy no significant difference" in verdict and "ece no significant difference" in verdict
     assert all(len(line) <= 100 for line in out.splitlines() if "flips" not in line)
     for png in ("jevbench.reliability.png", "jevbench.slices.png"):
         path = root / "data/08_reporting/compare/model-a__vs__model-b" / png

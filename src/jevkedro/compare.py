@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from jevkedro.datasets import catalog_dataset, project_catalog
 from jevkedro.errors import UserError
 from jevkedro.explorer import comparison_page, write_page
 from jevkedro.nodes import compare as stats
+from jevkedro.nodes.analytic import HIGHER_IS_BETTER, format_interval
 from jevkedro.nodes.plots import comparison_reliability_figure, figure_png, slice_differences_figure
 from jevkedro.nodes.predictions_log import PredictionLog
 from jevkedro.nodes.report import resampling_units
@@ -202,6 +204,15 @@ def _plain(x: float | None, digits: int = 3) -> str:
     return "—" if x is None else f"{x:.{digits}f}"
 
 
+def verdict_line(doc: dict[str, Any]) -> str:
+    """Which model is better on each metric by its 95% paired interval (↑/↓: the better direction)."""
+    parts = []
+    for name in stats.HEADLINE:
+        who = doc["metrics"][name].get("verdict", "none")
+        parts.append(f"{name} {who} better" if who in ("A", "B") else f"{name} no significant difference")
+    return "verdict: " + ", ".join(parts)
+
+
 def format_table(docs: list[dict[str, Any]]) -> list[str]:
     """The printed comparison: one block per view (fits 100 columns), then one line per view."""
     lines: list[str] = []
@@ -210,11 +221,13 @@ def format_table(docs: list[dict[str, Any]]) -> list[str]:
         unit = r["unit"].split(" (")[0]
         lines.append(f"{doc['view']}: A = {doc['a']}, B = {doc['b']}")
         lines.append(f"  {r['resamples']} paired resamples of {r['units']} units ({unit}), seed {r['seed']}")
-        lines.append(f"  {'metric':<9}{'A':>9}{'B':>9}{'A − B':>9}   {'95% CI':<19}{'n':>7}")
+        lines.append(f"  {'metric':<11}{'A':>9}{'B':>9}{'A − B':>9}   {'95% CI':<21}{'n':>7}")
         for name in stats.HEADLINE:
             m = doc["metrics"][name]
-            ci = f"[{_signed(m['ci_low'])}, {_signed(m['ci_high'])}]"
-            lines.append(f"  {name:<9}{_plain(m['a']):>9}{_plain(m['b']):>9}{_signed(m['diff']):>9}   {ci:<19}{m['n']:>7}")
+            arrow = "↑" if HIGHER_IS_BETTER[name] else "↓"
+            ci = format_interval(m["ci_low"], m["ci_high"])
+            lines.append(f"  {name + ' ' + arrow:<11}{_plain(m['a']):>9}{_plain(m['b']):>9}{_signed(m['diff']):>9}   {ci:<21}{m['n']:>7}")
+        lines += textwrap.wrap(verdict_line(doc), 98, initial_indent="  ", subsequent_indent="    ")
         mc = doc["mcnemar"]
         bh = f" (BH-adjusted over {len(docs)} views: {mc['p_value_bh']:.3g})" if len(docs) > 1 else ""
         lines.append(f"  McNemar: right only for A {mc['a_only']}, only for B {mc['b_only']}, exact p = {mc['p_value']:.3g}{bh}")
