@@ -446,7 +446,7 @@ def settings_holding(values: Mapping[str, Any], keys: Iterable[str]) -> list[str
     redactors = [Redactor(k) for k in keys if k and len(k) >= FRAGMENT]
     found = []
     for name, value in values.items():
-        if any(r.holds(t) or (r._digits is not None and r._digits in t) for r in redactors for t in _texts(value)):
+        if any(r.holds(t) for r in redactors for t in _texts(value)):
             found.append(name)
     return found
 

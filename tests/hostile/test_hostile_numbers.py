@@ -18,7 +18,7 @@ TARIFF = Tariff(input_per_1m=1.0, output_per_1m=2.0)
 @pytest.mark.parametrize("usage", [
     {"input_tokens": -5_000_000, "output_tokens": 0}, {"input_tokens": True}, {"input_tokens": 10, "output_tokens": -1},
     {"input_tokens": 1.5}, {"input_tokens": float("inf")}, {"input_tokens": float("nan")}, {"input_tokens": "10"},
-    {"input_tokens": 10, "output_tokens": False},
+    {"input_tokens": 10, "output_tokens": False}, {"input_tokens": 1, "output_tokens": 1e300},
 ])
 def test_token_counts_that_are_no_counts_give_no_cost(usage):
     assert TARIFF.cost(usage) is None

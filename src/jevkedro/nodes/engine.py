@@ -71,6 +71,8 @@ def _token_count(value: Any) -> int | None:
         return None
     if not math.isfinite(value) or value < 0 or value != int(value):
         return None
+    if isinstance(value, float) and value >= 2**53:  # a float this large counts nothing exactly
+        return None
     return int(value)
 
 
