@@ -34,6 +34,8 @@ CLASSES = {
     "lock": "the lock holds whatever happens to its file (round 3, class 13)",
     "spellings": "a key re-spelt (round 3, class 9)",
     "keys": "a key is a header value, only in the environment (round 3, classes 7-8)",
+    "bodies": "the answer scored is the body received (round 3, class 2)",
+    "bounded": "replies bounded, logs of any size (round 3, class 15)",
 }
 
 # (pattern searched in the node id, class): the first that matches wins
@@ -42,6 +44,8 @@ RULES: list[tuple[str, str]] = [
     (r"test_hostile_spellings\.py", "spellings"),
     (r"test_hostile_keys\.py", "keys"),
     (r"test_hostile_lock\.py", "lock"),
+    (r"test_hostile_bodies\.py::.*(megabytes|any_size)", "bounded"),
+    (r"test_hostile_bodies\.py", "bodies"),
     (r"number_no_double_holds|one_bad_number_or_repeated_key|\[(5000-digit-number|1e400)\]|beyond the range", "2"),
     (r"test_hostile_snapshots\.py::.*(kind|forged|manifest|another_view|relabelled)", "3"),
     (r"test_hostile_snapshots\.py", "snapshots"),

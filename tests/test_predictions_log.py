@@ -35,7 +35,7 @@ odd_values = st.recursive(
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(odd_values, st.dictionaries(st.sampled_from(["latency_s", "error", "meta", "raw_response"]), odd_values, max_size=3))
+@given(odd_values, st.dictionaries(st.sampled_from(["latency_s", "error", "meta", "raw_excerpt"]), odd_values, max_size=3))
 def test_a_record_reads_back_as_it_was_written(tmp_path_factory, response, top):
     """Any value a model may send (infinities, lone surrogates, U+2028 and the other line breaks
     that are not ``\\n``) is one line and reads back equal."""

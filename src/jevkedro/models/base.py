@@ -57,6 +57,17 @@ class AdapterResult:
         return self.status == "error" and self.failure in INFRASTRUCTURE_FAILURES
 
 
+@dataclass
+class BodyFields:
+    """What a reader derives from one reply body: the parsed answer (``response``), the resolved
+    ``model``, the ``usage`` and the notes of ``meta`` the body decides (repeated keys, ...)."""
+
+    response: Any
+    model: str | None
+    usage: dict[str, Any] | None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
 class StopRun(RuntimeError):
     """Raised by an adapter when the whole run must stop (e.g. bad credentials, rate limit).
 
@@ -93,6 +104,7 @@ class Adapter(ABC):
     event_loop: bool = False  # answer_async may be awaited on the engine's event loop
     default_batch_size: int = 1
     Options: type[AdapterOptions] = AdapterOptions  # this adapter's own ``model.<key>`` settings
+    reads_bodies: bool = False  # results carry a body (``raw``) that :meth:`read_body` reads
 
     def __init__(self, **settings: Any) -> None:
         self.settings = settings
@@ -112,6 +124,24 @@ class Adapter(ABC):
         is not there, a key that cannot be sent); each problem names its setting, never a secret.
         ``settings`` is the flat ``model`` mapping. Called by the settings check."""
         return []
+
+    @classmethod
+    def read_body(cls, value: Any, duplicate_keys: list[list[Any]], model: str | None) -> BodyFields:
+        """The fields of a result derived from its body (parsed: ``value`` and the paths of its
+        repeated keys; ``model``: the model recorded when the body names none). The one reading of
+        a body, when it arrives and when its record is read back (:mod:`jevkedro.nodes.reply_body`)."""
+        raise NotImplementedError(f"{cls.kind} results carry no body")
+
+    @classmethod
+    def protocol_part(cls, value: Any) -> Any:
+        """What :meth:`read_body` reads of a body: all that is kept of a body too large to store."""
+        return value
+
+    @classmethod
+    def body_of(cls, result: AdapterResult) -> tuple[Any, list[list[Any]]]:
+        """A body that :meth:`read_body` reads as ``result`` and the paths of its repeated keys (for
+        a result whose stored body a redaction changed)."""
+        return result.response, list((result.meta or {}).get("duplicate_keys") or [])
 
     def setup(self) -> None:
         """Load weights / open connections and warm up. Not counted in latency."""

@@ -14,7 +14,8 @@ System One results.
 
 The written answer is turned into a System One shaped body for scoring (noul as
 ``probabilities`` over ``true``/``false``, so a pair that does not sum to 1 stays invalid); the
-chat-completion body itself is kept byte-for-byte in ``raw``. A reply whose content is not the
+chat-completion body itself is kept in ``raw`` and the conversion (:meth:`read_body`) needs nothing
+else, so it is derived again from the stored body when the record is read. A reply whose content is not the
 schema's JSON (a refusal, prose, truncation) is the model's answer and scores as invalid; it is
 not an infrastructure failure. Images and video are ``unsupported`` (text-only prompts).
 """
@@ -26,7 +27,7 @@ from typing import Any
 
 from pydantic import Field
 
-from jevkedro.models.base import AdapterResult
+from jevkedro.models.base import AdapterResult, BodyFields
 from jevkedro.models.http import HttpAdapter, HttpReply, WireRequest, json_body
 from jevkedro.models.settings import NonNegativeFloat, PositiveInt
 from jevkedro.models.systemone import media_parts
@@ -80,6 +81,7 @@ def render_prompt(state: Any, questions: dict[str, dict[str, Any]], candidates: 
 class OpenAICompatAdapter(HttpAdapter):
     kind = "openai_compat"
     probability_source = "verbalized"
+    reads_bodies = True
     default_key_env = "OPENAI_API_KEY"
 
     class Options(HttpAdapter.Options):
@@ -132,24 +134,63 @@ class OpenAICompatAdapter(HttpAdapter):
     def finish(self, reply: HttpReply | AdapterResult, context: Any, request: dict[str, Any]) -> AdapterResult:
         if isinstance(reply, AdapterResult):
             return reply
-        chat = reply.body if isinstance(reply.body, dict) else {}
-        model = str(chat["model"]) if isinstance(chat.get("model"), str) else str(self.model_id)
+        fields = self.read_body(reply.body, reply.duplicate_keys, str(self.model_id))
+        return AdapterResult(status="ok", response=fields.response, raw=reply.text, model=fields.model, usage=fields.usage,
+                             http_status=reply.status, server_request_id=reply.request_id, meta=fields.meta)
+
+    @classmethod
+    def read_body(cls, value: Any, duplicate_keys: list[list[Any]], model: str | None) -> BodyFields:
+        """The written answer of a chat completion as a System One body (:meth:`to_system_one`),
+        the reply's model and its token counts."""
+        chat = value if isinstance(value, dict) else {}
+        named = str(chat["model"]) if isinstance(chat.get("model"), str) else model
         u = chat.get("usage") if isinstance(chat.get("usage"), dict) else {}
         usage = {"input_tokens": u.get("prompt_tokens"), "output_tokens": u.get("completion_tokens")} if u else None
-        converted, problem, repeats = self.to_system_one(chat, request["questions"], model)
+        converted, problem, repeats = cls.to_system_one(chat, named)
         # keys repeated in the chat envelope are ambiguous for every answer ("(reply)" keeps their
         # paths apart from the written answers' own)
-        repeats += [["(reply)", *p] for p in reply.duplicate_keys]
-        meta = {"verbalized_problem": problem} if problem else {}
-        return AdapterResult(status="ok", response=converted, raw=reply.text, model=model, usage=usage,
-                             http_status=reply.status, server_request_id=reply.request_id,
-                             meta={**meta, "duplicate_keys": repeats} if repeats else meta)
+        repeats += [["(reply)", *p] for p in duplicate_keys]
+        meta: dict[str, Any] = {"verbalized_problem": problem} if problem else {}
+        return BodyFields(converted, named, usage, {**meta, "duplicate_keys": repeats} if repeats else meta)
+
+    @classmethod
+    def protocol_part(cls, value: Any) -> Any:
+        """The model, the token counts and the first choice's message content."""
+        if not isinstance(value, dict):
+            return value
+        out = {k: value[k] for k in ("model",) if k in value}
+        usage = value.get("usage")
+        if isinstance(usage, dict):
+            out["usage"] = {k: usage[k] for k in ("prompt_tokens", "completion_tokens") if k in usage}
+        choices = value.get("choices")
+        if isinstance(choices, list) and choices:
+            first = choices[0]
+            message = first.get("message") if isinstance(first, dict) else None
+            if isinstance(message, dict) and "content" in message:
+                out["choices"] = [{"message": {"content": message["content"]}}]
+            else:
+                out["choices"] = [{"message": None}]
+        return out
+
+    @classmethod
+    def body_of(cls, result: AdapterResult) -> tuple[Any, list[list[Any]]]:
+        """A chat completion whose content is the written answers as read (their repeats kept)."""
+        from jevkedro.nodes.reply_body import dump_with_repeats  # noqa: PLC0415 (nodes import models)
+
+        answers = result.response.get("answers") if isinstance(result.response, dict) else None
+        repeats = (result.meta or {}).get("duplicate_keys") or []
+        content = dump_with_repeats({"answers": answers or {}}, [p for p in repeats if p[:1] != ["(reply)"]])
+        usage = result.usage or {}
+        chat = {"model": result.model, "choices": [{"message": {"content": content}}],
+                **({"usage": {"prompt_tokens": usage.get("input_tokens"), "completion_tokens": usage.get("output_tokens")}}
+                   if result.usage else {})}
+        return chat, [p[1:] for p in repeats if p[:1] == ["(reply)"] and len(p) > 1]
 
     @staticmethod
-    def to_system_one(chat: dict[str, Any], questions: dict[str, Any],
-                      model: str) -> tuple[dict[str, Any], str | None, list[list[Any]]]:
-        """The written answer as a System One body, what was wrong with it (None if nothing) and
-        the keys the written JSON repeats (paths as in the body: ``answers/<id>/...``)."""
+    def to_system_one(chat: dict[str, Any], model: str | None) -> tuple[dict[str, Any], str | None, list[list[Any]]]:
+        """The written answer as a System One body (every written answer with a ``probabilities``
+        object; validation reads those of the request's questions), what was wrong with it (None
+        if nothing) and the keys the written JSON repeats (paths as in the body: ``answers/<id>/...``)."""
         try:
             content = chat["choices"][0]["message"]["content"]
             if not isinstance(content, str):  # a list of byte values would read as bytes of text
@@ -161,9 +202,8 @@ class OpenAICompatAdapter(HttpAdapter):
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             return {"model": model, "answers": {}}, f"no schema answer in the reply ({type(exc).__name__}: {exc})", []
         answers = {}
-        for qid, q in questions.items():
-            item = written.get(qid)
+        for qid, item in written.items():
             probs = item.get("probabilities") if isinstance(item, dict) else None
             if isinstance(probs, dict):
-                answers[qid] = {"type": q["type"], "probabilities": probs}
+                answers[qid] = {"probabilities": probs}
         return {"model": model, "answers": answers}, None, [list(p) for p in parsed.duplicate_keys]

@@ -34,8 +34,9 @@ from typing import Any
 
 from pydantic import Field
 
-from jevkedro.models.base import Adapter, AdapterResult
+from jevkedro.models.base import Adapter, AdapterResult, BodyFields
 from jevkedro.models.settings import AdapterOptions
+from jevkedro.models.systemone import SystemOneAdapter
 from jevkedro.nodes.jsonparse import JSONTextError, ParsedJSON, parse_json
 from jevkedro.nodes.snapshot import SourceFormatError
 
@@ -72,6 +73,7 @@ class ReplayAdapter(Adapter):
     kind = "replay"
     resumable = False  # the file is the answer: re-read it on every run
     measures_latency = False  # reading a recorded answer says nothing about the model's speed
+    reads_bodies = True  # a line that reading changed is kept as written (raw)
 
     class Options(AdapterOptions):
         path: str | None = Field(None, description='JSONL of {"request_id", "response"} lines')
@@ -178,18 +180,34 @@ class ReplayAdapter(Adapter):
         if line is None:
             return AdapterResult(status="unattempted")
         _, parsed = self._read(0, line)  # accepted at setup
-        # repeats inside the response, as paths from the body's top; a repeated "response" key
-        # of the line stays ["response"]: a path outside answers/<id> touches every question
-        repeats = [list(p[1:]) if len(p) > 1 else list(p) for p in parsed.duplicate_keys if p[0] == "response"]
-        return self._result(parsed.value["response"], {"duplicate_keys": repeats} if repeats else {},
-                            None if parsed.exact else line.decode("utf-8"))
+        fields = self.read_body(parsed.value, [list(p) for p in parsed.duplicate_keys], self.model_id)
+        return AdapterResult(status="ok", response=fields.response, model=fields.model, usage=fields.usage,
+                             meta=fields.meta, raw=None if parsed.exact else line.decode("utf-8"))
 
-    def _result(self, body: Any, meta: dict[str, Any] | None = None, raw: str | None = None) -> AdapterResult:
-        model = usage = None
+    @classmethod
+    def read_body(cls, value: Any, duplicate_keys: list[list[Any]], model: str | None) -> BodyFields:
+        """A replay line's ``response`` as the answer; its repeats as paths from the body's top (a
+        repeated ``response`` key of the line stays ``["response"]``: a path outside
+        ``answers/<id>`` touches every question)."""
+        body = value.get("response") if isinstance(value, dict) else None
+        repeats = [list(p[1:]) if len(p) > 1 else list(p) for p in duplicate_keys if p and p[0] == "response"]
+        named = usage = None
         if type(body) is dict:  # what a JSON object decodes to
-            model, usage = body.get("model"), body.get("usage")
-        return AdapterResult(status="ok", response=body, model=model if isinstance(model, str) and model else self.model_id,
-                             usage=usage if isinstance(usage, dict) else None, meta=meta if meta is not None else {}, raw=raw)
+            named, usage = body.get("model"), body.get("usage")
+        return BodyFields(body, named if isinstance(named, str) and named else model,
+                          usage if isinstance(usage, dict) else None, {"duplicate_keys": repeats} if repeats else {})
+
+    @classmethod
+    def protocol_part(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        return {**{k: value[k] for k in ("request_id", "attempt") if k in value},
+                "response": SystemOneAdapter.protocol_part(value.get("response"))}
+
+    @classmethod
+    def body_of(cls, result: AdapterResult) -> tuple[Any, list[list[Any]]]:
+        repeats = (result.meta or {}).get("duplicate_keys") or []
+        return {"response": result.response}, [p if p == ["response"] else ["response", *p] for p in repeats]
 
     def run_notes(self, request_ids: Sequence[str]) -> dict[str, Any]:
         """The file's account for ``run.json``: lines, requests it answers, and the request ids it

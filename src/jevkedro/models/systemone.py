@@ -36,11 +36,12 @@ from typing import Annotated, Any, Literal
 from annotated_types import Ge
 from pydantic import Field, StrictInt
 
-from jevkedro.models.base import AdapterResult
+from jevkedro.models.base import AdapterResult, BodyFields
 from jevkedro.models.http import HttpAdapter, HttpReply, WireRequest
 from jevkedro.models.settings import PositiveInt
 from jevkedro.protocol import offers_abstain_option
 
+PROTOCOL_MEMBERS = ("model", "usage", "answers")  # what scoring reads of a reply body
 FLAVOUR_PATHS = {"systemone": "/systemone", "decide": "/decide"}
 IMAGE_PART_TYPES = {"image_url", "image", "input_image"}
 VIDEO_PART_TYPES = {"video_url", "video", "input_video"}
@@ -76,6 +77,7 @@ def media_parts(value: Any) -> tuple[list[str], int]:
 
 class SystemOneAdapter(HttpAdapter):
     kind = "systemone"
+    reads_bodies = True
     default_key_env = "TYPESAFE_API_KEY"
 
     class Options(HttpAdapter.Options):
@@ -219,11 +221,24 @@ class SystemOneAdapter(HttpAdapter):
         return result
 
     def result_from(self, reply: HttpReply, skipped: list[str]) -> AdapterResult:
-        parsed = reply.body
-        is_obj = isinstance(parsed, dict)
-        model = parsed.get("model") if is_obj and isinstance(parsed.get("model"), str) else None
-        usage = parsed.get("usage") if is_obj and isinstance(parsed.get("usage"), dict) else None
-        return AdapterResult(status="ok", response=parsed, raw=reply.text, model=model or self.model_id,
-                             usage=usage, http_status=reply.status, server_request_id=reply.request_id,
-                             unsupported_questions=skipped,
-                             meta={"duplicate_keys": reply.duplicate_keys} if reply.duplicate_keys else {})
+        fields = self.read_body(reply.body, reply.duplicate_keys, self.model_id)
+        return AdapterResult(status="ok", response=fields.response, raw=reply.text, model=fields.model,
+                             usage=fields.usage, http_status=reply.status, server_request_id=reply.request_id,
+                             unsupported_questions=skipped, meta=fields.meta)
+
+    @classmethod
+    def read_body(cls, value: Any, duplicate_keys: list[list[Any]], model: str | None) -> BodyFields:
+        """The body is the answer as it is; its ``model`` (a string) and ``usage`` (an object) are recorded."""
+        is_obj = isinstance(value, dict)
+        named = value.get("model") if is_obj and isinstance(value.get("model"), str) else None
+        usage = value.get("usage") if is_obj and isinstance(value.get("usage"), dict) else None
+        return BodyFields(value, named or model, usage, {"duplicate_keys": duplicate_keys} if duplicate_keys else {})
+
+    @classmethod
+    def protocol_part(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        out = {k: v for k, v in value.items() if k in PROTOCOL_MEMBERS}
+        if isinstance(out.get("usage"), dict):  # the token counts are what is read of it
+            out["usage"] = {k: v for k, v in out["usage"].items() if k in ("input_tokens", "output_tokens")}
+        return out

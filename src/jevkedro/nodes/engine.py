@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 
 from jevkedro.models import Adapter, AdapterResult, StopRun
 from jevkedro.models.settings import EngineSettings, RetrySettings
+from jevkedro.nodes.reply_body import keep_body
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +117,10 @@ class Progress:
 
 def make_record(rid: str, result: AdapterResult, latency: float | None, sha: str, first: bool,
                 probability_source: str = "native", cost: float | None = None,
-                attempts: int | None = None) -> dict[str, Any]:
-    """The log record of one request's outcome."""
+                attempts: int | None = None, reader: type[Adapter] | None = None) -> dict[str, Any]:
+    """The log record of one request's outcome; a body (``result.raw``) is kept bounded and, read
+    by ``reader`` (the adapter's class), is the source of the record's response
+    (:func:`jevkedro.nodes.reply_body.keep_body`)."""
     rec = {
         "request_id": rid,
         "status": result.status,
@@ -133,7 +136,9 @@ def make_record(rid: str, result: AdapterResult, latency: float | None, sha: str
         "cost_usd": cost,
         **({"meta": result.meta} if result.meta else {}),
     }
-    for key, value in (("raw_response", result.raw), ("http_status", result.http_status),
+    if result.raw is not None:
+        keep_body(rec, result, reader)
+    for key, value in (("http_status", result.http_status),
                        ("server_request_id", result.server_request_id), ("failure", result.failure),
                        ("attempts", attempts)):
         if value is not None:
@@ -239,7 +244,8 @@ class _Collector:
         self.first_state["taken"] = self.first_state["taken"] or timed
         self.emit(make_record(o.rid, result, o.latency if timed else None, self.sha, first,
                           self.adapter.probability_source, self.tariff.cost(result.usage),
-                          o.attempts if self.adapter.remote else None))
+                          o.attempts if self.adapter.remote else None,
+                          type(self.adapter) if self.adapter.reads_bodies else None))
         if result.infrastructure_failure:
             self.consecutive += 1
             if self.consecutive >= self.engine.max_consecutive_failures:

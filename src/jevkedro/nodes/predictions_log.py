@@ -29,6 +29,7 @@ import msgspec
 from jevkedro.errors import UserError
 from jevkedro.models.settings import FSYNC_POLICIES
 from jevkedro.nodes.jsonparse import JSONTextError, dumps_utf8, parse_json
+from jevkedro.nodes.reply_body import body_problem
 from jevkedro.nodes.snapshot import atomic_write_bytes, atomic_writer
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,28 @@ IDENTITY_FIELD = "run_identity"
 FIX_LINE = ("the log is written by jevkedro one record per line; fix or delete that line "
             "(a deleted line's request is asked again) or delete the log to start afresh")
 _MISSING = object()
+READ_LIMIT = 0x7FFFF000  # the most one read(2) returns on Linux (2,147,479,552 bytes): larger files take several
+
+
+def read_file(path: Path) -> bytearray:
+    """Every byte of ``path``, read in calls of at most :data:`READ_LIMIT` bytes until the end of
+    the file (so a log of any size reads whole)."""
+    with open(path, "rb", buffering=0) as f:
+        size = os.fstat(f.fileno()).st_size
+        data = bytearray(size)
+        view, at = memoryview(data), 0
+        while True:
+            if at == len(data):  # grown since it was opened (a writer's appends): read on to its end
+                view.release()
+                data.extend(bytes(min(READ_LIMIT, max(size, 1 << 16))))
+                view = memoryview(data)
+            got = f.readinto(view[at: at + READ_LIMIT])
+            if not got:
+                break
+            at += got
+        view.release()
+        del data[at:]
+        return data
 
 
 class PredictionLogError(UserError, ValueError):
@@ -101,7 +124,7 @@ def _problem(request_id: Any, status: Any) -> str | None:
     return None
 
 
-def decode_record(line: bytes) -> dict[str, Any]:
+def decode_record(line: bytes | bytearray) -> dict[str, Any]:
     """The one reader of a record; raises ``ValueError(why)`` for a line that is not one."""
     try:
         rec = parse_json(line).value
@@ -115,7 +138,7 @@ def decode_record(line: bytes) -> dict[str, Any]:
     return rec
 
 
-def read_records(data: bytes, name: str | Path, fix: str = FIX_LINE,
+def read_records(data: bytes | bytearray, name: str | Path, fix: str = FIX_LINE,
                  whole: bool = False) -> Iterator[tuple[int, int, dict[str, Any]]]:
     """``(byte offset, line length, record)`` of every record line of ``data`` (a file's bytes), in
     order; blank lines are skipped. A line that is not a record raises :class:`PredictionLogError`
@@ -136,6 +159,9 @@ def read_records(data: bytes, name: str | Path, fix: str = FIX_LINE,
                 rec = decode_record(line)
             except ValueError as exc:
                 raise PredictionLogError(f"{name}:{lineno}: not a prediction record: {exc}; {fix}") from None
+            why = body_problem(rec)
+            if why:
+                raise PredictionLogError(f"{name}:{lineno}: request {rec['request_id']!r}: {why}; {fix}")
             yield offset, end - offset, rec
         offset = end
 
@@ -173,7 +199,7 @@ class LogRecords(Mapping[str, dict[str, Any]]):
     """The records of one read of a log by request id, in log order: each decoded from the bytes
     read (:func:`decode_record`) when it is asked for, so no tree per record is held."""
 
-    def __init__(self, data: bytes, index: dict[str, LogEntry]) -> None:
+    def __init__(self, data: bytes | bytearray, index: dict[str, LogEntry]) -> None:
         self._data, self._index = data, index
 
     def __getitem__(self, rid: str) -> dict[str, Any]:
@@ -210,7 +236,7 @@ class PredictionLog:
         self.identity: str | None = None  # the digest appended records are stamped with
         self.adopt_unstamped = False  # whether records without a stamp count as this identity's
         self.index: dict[str, LogEntry] = {}
-        self._data: bytes | None = None  # the bytes of the last read, while they are the file's
+        self._data: bytes | bytearray | None = None  # the bytes of the last read, while they are the file's
         self._whole_end = 0  # where the last record's line ends: the writer cuts what follows (a torn tail)
         self._read()  # every line checked: a log that is not one is refused at once
 
@@ -221,7 +247,7 @@ class PredictionLog:
 
     def _read(self) -> None:
         """One pass over the file: the index, the bytes read and where the last record's line ends."""
-        data = self.path.read_bytes() if self.path.is_file() else b""
+        data = read_file(self.path) if self.path.is_file() else bytearray()
         index: dict[str, LogEntry] = {}
         end = 0
         for offset, length, rec in read_records(data, self.path):
