@@ -32,8 +32,12 @@ HIGHER_IS_BETTER = {"accuracy": True, "nll": False, "brier": False, "ece": False
 
 
 def cluster_codes(keys: Any) -> tuple[np.ndarray, int]:
-    """Codes ``0..G-1`` of each question's cluster, and ``G``."""
-    values, codes = np.unique(np.asarray(keys, dtype=object).astype(str), return_inverse=True)
+    """Codes ``0..G-1`` of each question's cluster, and ``G`` (keys as text; integer keys, e.g.
+    codes already made for a larger set, are renumbered without turning them into text)."""
+    keys = np.asarray(keys)
+    if keys.dtype.kind not in "iu":
+        keys = keys.astype(object).astype(str)
+    values, codes = np.unique(keys, return_inverse=True)
     return codes.astype(np.intp).ravel(), len(values)
 
 
@@ -73,7 +77,7 @@ def paired_analytic(a: Any, b: Any, units: Any = None, level: float = LEVEL) -> 
     (:class:`jevkedro.nodes.compare.Terms`), paired as the bootstrap pairs them: accuracy over every
     hard-label question (an answer that is not valid is not correct), NLL and Brier over the
     questions valid for both. ECE is not a per-question mean: bootstrap only."""
-    keys = np.asarray(a.request_id if units is None else units, dtype=object)
+    keys = cluster_codes(a.request_id if units is None else units)[0]  # once; the subsets renumber integers
     hard = np.asarray(a.hard, dtype=bool)
     prob = np.asarray(a.prob, dtype=bool) & np.asarray(b.prob, dtype=bool)
     d_acc = np.asarray(a.correct, dtype=float) - np.asarray(b.correct, dtype=float)
@@ -86,7 +90,7 @@ def paired_analytic(a: Any, b: Any, units: Any = None, level: float = LEVEL) -> 
 
 def headline_analytic(t: Any, units: Any = None, level: float = LEVEL) -> dict[str, dict[str, Any]]:
     """Clustered figures of one run's accuracy (hard-label questions), NLL and Brier (valid ones)."""
-    keys = np.asarray(t.request_id if units is None else units, dtype=object)
+    keys = cluster_codes(t.request_id if units is None else units)[0]
     hard, prob = np.asarray(t.hard, dtype=bool), np.asarray(t.prob, dtype=bool)
     return {"accuracy": clustered_mean(np.asarray(t.correct, dtype=float)[hard], keys[hard], level),
             "nll": clustered_mean(np.asarray(t.nll, dtype=float)[prob], keys[prob], level),
@@ -101,8 +105,8 @@ def report_analytic(t: Any, units: Any, unit_name: str, level: float = LEVEL) ->
     mean of one run (accuracy, NLL, Brier; ECE is not a mean of per-question terms: bootstrap
     only), clustered by the bootstrap's units. Fewer than :data:`MIN_CLUSTERS` clusters: a note
     says to read the bootstrap interval (``intervals.overall``)."""
-    figures = headline_analytic(t, units, level)
-    G = cluster_codes(units)[1] if len(t) else 0
+    codes, G = cluster_codes(units) if len(t) else (np.zeros(0, dtype=np.intp), 0)
+    figures = headline_analytic(t, codes, level)  # integer codes: the keys are turned to text once
     out: dict[str, Any] = {"level": level, "method": "clustered standard error, t interval with clusters - 1 df",
                            "unit": unit_name, "clusters": G, "small_sample": G < MIN_CLUSTERS,
                            "overall": {m: {k: f[k] for k in SINGLE_RUN_FIELDS} for m, f in figures.items()}}

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from jevkedro.config import BASELINE_GATES
 from jevkedro.nodes import compare as stats
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.analytic import report_analytic
@@ -351,6 +352,9 @@ GATE_RULES: dict[str, tuple[tuple[str | int, ...], str, str]] = {
 }
 
 
+BASELINE_SETTINGS = frozenset({"baseline", *BASELINE_GATES})
+
+
 def _at(tree: Any, path: tuple) -> Any:
     for key in path:
         if isinstance(tree, Mapping):
@@ -368,8 +372,8 @@ def check_gates(report: Mapping[str, Any], thresholds: Mapping[str, Any]) -> dic
     answer, no official headline) fails its gate: a guard must not pass for want of a number."""
     checked = []
     for gate, threshold in thresholds.items():
-        if threshold is None or (gate == "require_complete" and not threshold):
-            continue
+        if threshold is None or (gate == "require_complete" and not threshold) or gate in BASELINE_SETTINGS:
+            continue  # the baseline gates compare two runs: jevkedro.baseline.view_gates
         if gate == "require_complete":
             run = report.get("run") or {}
             value = bool(run.get("complete", True))
