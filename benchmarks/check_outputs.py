@@ -8,6 +8,11 @@ the fields that record time, host or package versions (``VOLATILE``).
 
     python benchmarks/check_outputs.py --record benchmarks/outputs_before.json   # before
     python benchmarks/check_outputs.py --check benchmarks/outputs_before.json    # after: exit 1 on a difference
+
+Fields added since the "before" file was recorded are listed by name in ``KNOWN_ADDITIONS``: a
+check digests each file both whole and without them, so every field the before file had must be
+identical, and it prints which known additions it left out of the comparison (a field added and
+not listed there makes the file differ).
 """
 
 from __future__ import annotations
@@ -32,6 +37,12 @@ VOLATILE = {"created_at", "generated_at", "run_date", "started_at", "finished_at
             "latency", "latency_s"}  # the embedded model's measured latencies differ from run to run
 
 
+# file name -> top-level fields added after benchmarks/outputs_before.json was recorded (7ab4636)
+KNOWN_ADDITIONS: dict[str, tuple[str, ...]] = {
+    "report.json": ("analytic", "calibration"),  # issue 22 #1 and #5: clustered errors, calibration decomposed
+}
+
+
 def _strip(value):
     if isinstance(value, dict):
         return {k: _strip(v) for k, v in value.items() if k not in VOLATILE}
@@ -40,13 +51,29 @@ def _strip(value):
     return value
 
 
-def digest(path: Path) -> str:
+def _digest_of(value) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+
+
+def digest(path: Path, without: tuple[str, ...] = ()) -> str:
+    """The file's digest (JSON: volatile fields stripped; ``without``: top-level fields left out)."""
     if not path.exists():
         return "absent"
     if path.suffix == ".json":
-        text = json.dumps(_strip(json.loads(path.read_text(encoding="utf-8"))), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()
+        value = _strip(json.loads(path.read_text(encoding="utf-8")))
+        if isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k not in without}
+        return _digest_of(value)
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def additions_in(path: Path) -> tuple[str, ...]:
+    """The known additions ``path`` has (its file name's entry in ``KNOWN_ADDITIONS``)."""
+    names = KNOWN_ADDITIONS.get(path.name, ())
+    if not names or not path.exists():
+        return ()
+    value = json.loads(path.read_text(encoding="utf-8"))
+    return tuple(n for n in names if isinstance(value, dict) and n in value)
 
 
 def _copy_project(dest: Path, root: Path) -> None:
@@ -67,7 +94,8 @@ def _kedro(work: Path, src: Path, *args: str) -> None:
         sys.exit(f"kedro run {' '.join(args)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
 
 
-def collect(src: Path, keep: Path | None = None) -> dict[str, str]:
+def collect(src: Path, keep: Path | None = None) -> tuple[dict[str, str], dict[str, str], dict[str, tuple[str, ...]]]:
+    """``(digests, digests without the known additions, the additions each file had)`` by output."""
     with tempfile.TemporaryDirectory(prefix="jevkedro-outputs-") as tmp:
         work = keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
@@ -85,15 +113,17 @@ def collect(src: Path, keep: Path | None = None) -> dict[str, str]:
                             out.write(json.dumps({"request_id": record["request_id"], "response": record["response"]}) + "\n")
             _kedro(work, src, f"--pipelines={view}", f"--from-nodes={view}.verify_snapshot",
                    f"--params=model.adapter=replay,model.path={replay},model.name=replayed")
-        out: dict[str, str] = {}
+        files: dict[str, Path] = {}
         for view in VIEWS:
             for name in (f"{view}.tsv", f"{view}.manifest.json"):
-                out[f"02_snapshots/{name}"] = digest(work / "data/02_snapshots" / name)
+                files[f"02_snapshots/{name}"] = work / "data/02_snapshots" / name
             for m in (model, "replayed"):
                 for name in ("report.json", "official.json"):
-                    out[f"08_reporting/{m}/{view}/{name}"] = digest(work / f"data/08_reporting/{m}/{view}/{name}")
-                out[f"07_model_output/{m}/{view}/questions.jsonl"] = digest(work / f"data/07_model_output/{m}/{view}/questions.jsonl")
-        return out
+                    files[f"08_reporting/{m}/{view}/{name}"] = work / f"data/08_reporting/{m}/{view}/{name}"
+                files[f"07_model_output/{m}/{view}/questions.jsonl"] = work / f"data/07_model_output/{m}/{view}/questions.jsonl"
+        whole = {key: digest(path) for key, path in files.items()}
+        without = {key: digest(path, KNOWN_ADDITIONS.get(path.name, ())) for key, path in files.items()}
+        return whole, without, {key: additions_in(path) for key, path in files.items()}
 
 
 def main() -> None:
@@ -104,16 +134,22 @@ def main() -> None:
     group.add_argument("--record", type=Path, help="write the digests here")
     group.add_argument("--check", type=Path, help="compare with the digests recorded here")
     args = parser.parse_args()
-    found = collect(args.src.resolve(), args.keep)
+    found, without, additions = collect(args.src.resolve(), args.keep)
     if args.record:
         args.record.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         print(f"{len(found)} digests written to {args.record}")
         return
     expected = json.loads(args.check.read_text(encoding="utf-8"))
-    differ = sorted(k for k in expected.keys() | found.keys() if expected.get(k) != found.get(k))
+    # identical whole, or identical in every field the before file had once the listed additions are left out
+    differ = sorted(k for k in expected.keys() | found.keys() if expected.get(k) not in (found.get(k), without.get(k)))
     for key in differ:
         print(f"DIFFERS {key}: {expected.get(key, 'absent')[:12]} -> {found.get(key, 'absent')[:12]}")
-    print(f"{len(expected) - len(differ)} of {len(expected)} outputs identical")
+    added = sorted({name for key, names in additions.items() if key not in differ and expected.get(key) != found.get(key)
+                    for name in names})
+    if added:
+        files = sum(1 for key in additions if key not in differ and expected.get(key) != found.get(key))
+        print(f"known additions (not in the before file, left out of the comparison) in {files} files: {', '.join(added)}")
+    print(f"{len(expected) - len(differ)} of {len(expected)} outputs identical in every field the before file had")
     sys.exit(1 if differ else 0)
 
 

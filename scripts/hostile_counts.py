@@ -36,6 +36,7 @@ CLASSES = {
     "keys": "a key is a header value, only in the environment (round 3, classes 7-8)",
     "bodies": "the answer scored is the body received (round 3, class 2)",
     "bounded": "replies bounded, logs of any size (round 3, class 15)",
+    "gate settings": "gate and range settings say what they mean (round 3, class 19)",
 }
 
 # (pattern searched in the node id, class): the first that matches wins
@@ -46,6 +47,7 @@ RULES: list[tuple[str, str]] = [
     (r"test_hostile_lock\.py", "lock"),
     (r"test_hostile_bodies\.py::.*(megabytes|any_size)", "bounded"),
     (r"test_hostile_bodies\.py", "bodies"),
+    (r"test_hostile_gate_settings\.py", "gate settings"),
     (r"number_no_double_holds|one_bad_number_or_repeated_key|\[(5000-digit-number|1e400)\]|beyond the range", "2"),
     (r"test_hostile_snapshots\.py::.*(kind|forged|manifest|another_view|relabelled)", "3"),
     (r"test_hostile_snapshots\.py", "snapshots"),

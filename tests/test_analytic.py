@@ -1,5 +1,5 @@
-"""Analytic clustered errors, verdicts, interval printing and the Brier decomposition
-(jevkedro.nodes.analytic), against plain per-question Python on random data (hypothesis)."""
+"""Analytic clustered errors, verdicts and interval printing (jevkedro.nodes.analytic), and the
+single-run figures in report.json, against plain per-question Python on random data (hypothesis)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from jevkedro.nodes import analytic as A
-from jevkedro.nodes import metrics as M
 
 
 def plain_clustered(d: list[float], clusters: list[str]) -> dict[str, float]:
@@ -96,27 +95,6 @@ def test_an_interval_excluding_zero_never_prints_touching_it():
     assert A.format_bound(None) == "n/a"
 
 
-@settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.floats(0, 1), st.booleans()), min_size=1, max_size=200))
-def test_the_brier_decomposition_adds_up(rows):
-    conf = np.array([c for c, _ in rows])
-    hit = np.array([h for _, h in rows])
-    bins = M.bin_index(conf, M.ECE_BINS)
-    d = A.brier_decomposition(conf, hit, bins, M.ECE_BINS)
-    total = d["reliability"] - d["resolution"] + d["uncertainty"] + d["within_bin_variance"] - 2 * d["within_bin_covariance"]
-    assert total == pytest.approx(d["brier"], abs=1e-12)
-    assert d["brier"] == pytest.approx(np.mean((conf - hit) ** 2))
-    assert d["reliability"] >= 0 and d["resolution"] >= 0 and 0 <= d["uncertainty"] <= 0.25
-
-
-def test_with_one_forecast_per_bin_the_classic_identity_holds():
-    conf = np.array([0.05, 0.05, 0.55, 0.55, 0.95, 0.95, 0.95])
-    hit = np.array([0, 0, 1, 0, 1, 1, 0], dtype=float)
-    d = A.brier_decomposition(conf, hit, M.bin_index(conf, 15), 15)
-    assert d["within_bin_variance"] == pytest.approx(0, abs=1e-15) and d["within_bin_covariance"] == pytest.approx(0, abs=1e-15)
-    assert d["reliability"] - d["resolution"] + d["uncertainty"] == pytest.approx(d["brier"], abs=1e-15)
-
-
 def test_the_paired_comparison_carries_verdicts_and_the_analytic_figures():
     from jevkedro.nodes import compare as C
     from test_compare_stats import terms
@@ -148,3 +126,44 @@ def test_the_console_verdict_names_the_better_model_per_metric():
                                            "brier": {"verdict": "none"}, "ece": {"verdict": "none"}}}
     assert verdict_line(doc) == ("verdict: accuracy A better, nll B better, brier no significant difference, "
                                  "ece no significant difference")
+
+
+def _jevbench_run(tmp_path, n_groups: int, seed: int = 0):
+    """A JevBench snapshot of ``n_groups`` paraphrase pairs (plus one ungrouped task) with seeded answers."""
+    from jevkedro.nodes.validate import build_question_table
+    from support import choice, jevbench_snapshot_of, record, task
+
+    rng = np.random.default_rng(seed)
+    tasks = [task(f"easy-t{g}-{k}", "choice", ["a", "b", "c"], "a", group=f"g{g}") for g in range(n_groups) for k in range(2)]
+    tasks.append(task("easy-lone", "choice", ["a", "b", "c"], "b"))
+    snap = jevbench_snapshot_of(tmp_path, tasks)
+    preds = {}
+    for t in tasks:
+        p = rng.dirichlet([1, 1, 1])
+        preds[t["id"]] = record(choice(a=float(p[0]), b=float(p[1]), c=float(1 - p[0] - p[1])))
+    table = build_question_table(snap.rows, preds)
+    return snap, table, preds, tasks
+
+
+@pytest.mark.parametrize("n_groups", [5, 40])
+def test_the_reports_analytic_errors_cluster_by_paraphrase_group(tmp_path, n_groups):
+    from jevkedro.nodes.report import build_report
+
+    snap, table, preds, tasks = _jevbench_run(tmp_path, n_groups)
+    report = build_report(snap, table, preds, {"name": "m", "adapter": "replay"}, {}, None)
+    an = report["analytic"]
+    clusters = [t["group"] or t["id"] for t in tasks]  # the bootstrap's units: paraphrase groups
+    assert an["clusters"] == n_groups + 1 == report["intervals"]["units"] and an["unit"] == report["intervals"]["unit"]
+    o = report["metrics"]["overall"]
+    from jevkedro.nodes import compare as C
+
+    t = C.terms_of(table)
+    for metric, values in (("accuracy", t.correct.astype(float)), ("nll", t.nll), ("brier", t.brier)):
+        want = plain_clustered(list(values), clusters)
+        got = an["overall"][metric]
+        assert got["mean"] == pytest.approx(o[metric], rel=1e-12)
+        for key in ("se", "ci_low", "ci_high", "df"):
+            assert got[key] == pytest.approx(want[key], rel=1e-9), (metric, key)
+    assert an["small_sample"] == (n_groups + 1 < 30) and ("note" in an) == an["small_sample"]
+    if an["small_sample"]:
+        assert "intervals.overall" in an["note"]

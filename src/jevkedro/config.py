@@ -11,6 +11,7 @@ adapter's keys as null. Here: ``<view>.prepare`` (:class:`PrepareOptions`), ``ga
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal
@@ -21,8 +22,11 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictBool,
     StrictInt,
     ValidationError,
+    field_validator,
+    model_validator,
 )
 
 from jevkedro.errors import UserError
@@ -40,9 +44,28 @@ class SettingsError(UserError, ValueError):
 
 
 class Settings(BaseModel):
-    """A settings group: unknown keys are refused, numbers must be numbers (not strings or booleans)."""
+    """A settings group: unknown keys are refused, numbers must be numbers (not strings or booleans).
+
+    Every pair of fields ``min_X`` and ``max_X`` of a group is a range: a minimum above its maximum
+    is refused naming both settings (``model.min_choice_options`` over ``model.max_choice_options``
+    would make every question unsendable without a word)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="after")
+    def _ranges_in_order(self) -> Settings:
+        for name in type(self).model_fields:
+            if not name.startswith("min_") or f"max_{name[4:]}" not in type(self).model_fields:
+                continue
+            low, high = getattr(self, name), getattr(self, f"max_{name[4:]}")
+            if isinstance(low, (int, float)) and isinstance(high, (int, float)) and low > high:
+                raise ValueError(f"{RANGE_PREFIX}{name} ({low:g}) is above {RANGE_PREFIX}max_{name[4:]} ({high:g}); "
+                                 "a minimum may not exceed its maximum")
+        return self
+
+
+# stands for the group's prefix ("model.", "gates.jevbench.") in a whole-group rule's message
+RANGE_PREFIX = "<group>."
 
 
 def _described(annotation: Any) -> str:
@@ -54,7 +77,7 @@ def _described(annotation: Any) -> str:
         return "one of: " + ", ".join(str(a) for a in args)
     if origin in (tuple, list) and args:
         return "a list of " + _described(args[0]).replace("one of: ", "values from: ")
-    if annotation is bool:
+    if annotation is bool or origin is bool:  # bool, StrictBool
         return "true or false"
     if "int" in text and "float" not in text:
         return "an integer"
@@ -128,6 +151,8 @@ def validation_problems(exc: ValidationError, model: type[BaseModel], prefix: st
         allowed = describe_field(*target) if target else err["msg"]
         if err["type"] == "missing":
             out.append(f"{key}: missing; required: {allowed}")
+        elif err["type"] == "value_error" and not loc:  # a rule over the whole group: it names its settings
+            out.append(str(err["msg"]).removeprefix("Value error, ").replace(RANGE_PREFIX, prefix))
         elif err["type"] == "value_error":  # a validator's own rule; the value is not echoed (it may hold a token)
             out.append(f"{key}: {str(err['msg']).removeprefix('Value error, ')}")
         else:
@@ -188,9 +213,12 @@ def parse_prepare_options(view: str, values: Mapping[str, Any] | PrepareOptions 
 # -- regression gates ------------------------------------------------------------------------------
 
 def _number_only(value: Any) -> Any:
-    # thresholds compare with numbers: "0.3" or true would be a typo, never a threshold
+    # thresholds compare with numbers: "0.3" or true would be a typo, never a threshold; nor is a
+    # NaN (every comparison with it is false: a gate that can never fail) or an infinity
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"must be a number, got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError(f"must be a finite number, got {value!r}")
     return float(value)
 
 
@@ -213,7 +241,26 @@ class GateThresholds(Settings):
     max_errors: Annotated[StrictInt, Ge(0)] | None = Field(None, description="requests with an error status at most this")
     max_latency_p95_ms: NonNegativeNumber | None = Field(None, description="request latency p95 (ms) at most this")
     min_official: Number | None = Field(None, description="the family's official headline at least this")
-    require_complete: bool | None = Field(None, description="true: every request must have been attempted")
+    require_complete: StrictBool | None = Field(None, description="true: every request must have been attempted")
+    baseline: str | None = Field(None, description="a model.name whose current run on the same snapshot this run "
+                                 "must not fall behind by more than the max_drop_/max_rise_ margins")
+    max_drop_accuracy: Fraction | None = Field(None, description="accuracy below the baseline's by at most this "
+                                               "(one-sided 95% bound, Holm over the view's baseline gates)")
+    max_rise_nll: NonNegativeNumber | None = Field(None, description="NLL above the baseline's by at most this")
+    max_rise_brier: NonNegativeNumber | None = Field(None, description="Brier score above the baseline's by at most this")
+    max_rise_ece: Fraction | None = Field(None, description="ECE above the baseline's by at most this (bootstrap bound)")
+
+    @field_validator("baseline", mode="before")
+    @classmethod
+    def _baseline_is_a_run_name(cls, value: Any) -> Any:
+        if value is not None and (not isinstance(value, str) or not RUN_NAME.fullmatch(value)):
+            raise ValueError(f"must be a model.name: {RUN_NAME_RULE}")
+        return value
+
+
+# the gates that compare with gates.<view>.baseline: gate -> the metric it bounds
+BASELINE_GATES = {"max_drop_accuracy": "accuracy", "max_rise_nll": "nll", "max_rise_brier": "brier",
+                  "max_rise_ece": "ece"}
 
 
 GATE_SCOPE_ALL = "all"
@@ -237,9 +284,35 @@ def parse_gates(values: Mapping[str, Any] | None) -> dict[str, GateThresholds]:
             out[str(scope)] = parse_group(GateThresholds, group, f"gates.{scope}.")  # type: ignore[assignment]
         except SettingsError as exc:
             problems += exc.problems
+    if not problems:
+        problems += _baseline_problems(out)
     if problems:
         raise SettingsError(problems)
     return out
+
+
+def _baseline_problems(gates: Mapping[str, GateThresholds]) -> list[str]:
+    """A ``max_drop_``/``max_rise_`` margin needs a baseline to compare with, and a baseline with
+    no margin checks nothing (a typo in a margin's name would leave it silently unchecked); judged
+    on the settings as they apply to each view (``gates.all`` then ``gates.<view>``): a margin of
+    ``gates.all`` applies to the views that have a baseline."""
+    problems = []
+    for scope, group in gates.items():
+        merged = [gates_for(gates, v) for v in ([scope] if scope != GATE_SCOPE_ALL else _views())]
+        margins = [g for g in BASELINE_GATES if getattr(group, g) is not None]
+        if margins and not any(m.baseline for m in merged):
+            problems.append(f"gates.{scope}.{margins[0]}: compares with a baseline, but no gates.{scope}.baseline "
+                            "(a model.name) is set")
+        if group.baseline and not any(getattr(m, g) is not None for m in merged for g in BASELINE_GATES):
+            problems.append(f"gates.{scope}.baseline: set, but no margin to check against it (one or more of: "
+                            + ", ".join(f"gates.{scope}.{g}" for g in BASELINE_GATES) + ")")
+    return problems
+
+
+def _views() -> tuple[str, ...]:
+    from jevkedro.registry import VIEWS
+
+    return tuple(VIEWS)
 
 
 def gates_for(gates: Mapping[str, GateThresholds], view: str) -> GateThresholds:

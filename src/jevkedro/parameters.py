@@ -31,8 +31,9 @@ def check_parameters(params: Mapping[str, Any]) -> tuple[ModelSettings, dict[str
         if group not in TOP_GROUPS and group not in VIEWS:
             problem = unknown_key_problem("", str(group), (*TOP_GROUPS, *VIEWS))
             problems.append(problem.replace("unknown setting", "unknown parameter group"))
+    gates = {}
     try:
-        parse_gates(params.get("gates"))
+        gates = parse_gates(params.get("gates"))
     except SettingsError as exc:
         problems += exc.problems
     try:
@@ -41,6 +42,9 @@ def check_parameters(params: Mapping[str, Any]) -> tuple[ModelSettings, dict[str
         problems += exc.problems
     else:  # what the adapter can check before any node: its file, its key
         problems += adapter_class(model.adapter).preflight(model.options, model.flat())
+        # this run overwrites its own model's report: it cannot be its own baseline
+        problems += [f"gates.{scope}.baseline: {group.baseline!r} is this run's own model.name; name the model "
+                     "to compare with" for scope, group in gates.items() if group.baseline == model.name]
     for view in VIEWS:
         group = params.get(view)
         if group is None:

@@ -2,6 +2,7 @@
 
 from kedro.config import OmegaConfigLoader
 
+from jevkedro.baseline import BaselineGates  # gates against a baseline: refused before inference when unfit
 from jevkedro.datasets import CONFIG_LOADER_ARGS  # the same arguments compare and summary read the catalog with
 from jevkedro.hooks import CheckSettings, ModelKeysFromCredentials, ReleaseOutputFolders, TrackViewRuns
 
@@ -12,7 +13,7 @@ __all__ = ["CONFIG_LOADER_ARGS", "CONFIG_LOADER_CLASS", "HOOKS"]
 # conf/local/credentials.yml (model_api_keys) become environment variables; the views' tracking
 # datasets are bound to the store, failed views marked; the output folders' locks (one writer per
 # folder) are let go when the pipeline ends (registered last: pluggy calls it first).
-HOOKS = (CheckSettings(), ModelKeysFromCredentials(), TrackViewRuns(), ReleaseOutputFolders())
+HOOKS = (CheckSettings(), ModelKeysFromCredentials(), TrackViewRuns(), ReleaseOutputFolders(), BaselineGates())
 
 # kedro-mlflow (conf/base/mlflow.yml) records each `kedro run` in the experiment `jevkedro` (run named
 # after the pipeline, the flattened parameters as params); each view's `track` node records one run

@@ -1,4 +1,4 @@
-"""Analytic clustered standard errors, verdicts and the Brier decomposition (docs/comparing.md).
+"""Analytic clustered standard errors and verdicts (docs/comparing.md).
 
 Beside the bootstrap of :mod:`jevkedro.nodes.compare`, the paired difference of a per-question
 metric has a closed-form standard error that respects clustering (Miller, "Adding Error Bars to
@@ -32,8 +32,12 @@ HIGHER_IS_BETTER = {"accuracy": True, "nll": False, "brier": False, "ece": False
 
 
 def cluster_codes(keys: Any) -> tuple[np.ndarray, int]:
-    """Codes ``0..G-1`` of each question's cluster, and ``G``."""
-    values, codes = np.unique(np.asarray(keys, dtype=object).astype(str), return_inverse=True)
+    """Codes ``0..G-1`` of each question's cluster, and ``G`` (keys as text; integer keys, e.g.
+    codes already made for a larger set, are renumbered without turning them into text)."""
+    keys = np.asarray(keys)
+    if keys.dtype.kind not in "iu":
+        keys = keys.astype(object).astype(str)
+    values, codes = np.unique(keys, return_inverse=True)
     return codes.astype(np.intp).ravel(), len(values)
 
 
@@ -73,7 +77,7 @@ def paired_analytic(a: Any, b: Any, units: Any = None, level: float = LEVEL) -> 
     (:class:`jevkedro.nodes.compare.Terms`), paired as the bootstrap pairs them: accuracy over every
     hard-label question (an answer that is not valid is not correct), NLL and Brier over the
     questions valid for both. ECE is not a per-question mean: bootstrap only."""
-    keys = np.asarray(a.request_id if units is None else units, dtype=object)
+    keys = cluster_codes(a.request_id if units is None else units)[0]  # once; the subsets renumber integers
     hard = np.asarray(a.hard, dtype=bool)
     prob = np.asarray(a.prob, dtype=bool) & np.asarray(b.prob, dtype=bool)
     d_acc = np.asarray(a.correct, dtype=float) - np.asarray(b.correct, dtype=float)
@@ -86,11 +90,30 @@ def paired_analytic(a: Any, b: Any, units: Any = None, level: float = LEVEL) -> 
 
 def headline_analytic(t: Any, units: Any = None, level: float = LEVEL) -> dict[str, dict[str, Any]]:
     """Clustered figures of one run's accuracy (hard-label questions), NLL and Brier (valid ones)."""
-    keys = np.asarray(t.request_id if units is None else units, dtype=object)
+    keys = cluster_codes(t.request_id if units is None else units)[0]
     hard, prob = np.asarray(t.hard, dtype=bool), np.asarray(t.prob, dtype=bool)
     return {"accuracy": clustered_mean(np.asarray(t.correct, dtype=float)[hard], keys[hard], level),
             "nll": clustered_mean(np.asarray(t.nll, dtype=float)[prob], keys[prob], level),
             "brier": clustered_mean(np.asarray(t.brier, dtype=float)[prob], keys[prob], level)}
+
+
+SINGLE_RUN_FIELDS = ("mean", "se", "ci_low", "ci_high", "df", "n", "clusters")
+
+
+def report_analytic(t: Any, units: Any, unit_name: str, level: float = LEVEL) -> dict[str, Any]:
+    """``report.json``'s ``analytic``: the clustered standard error and t interval of each headline
+    mean of one run (accuracy, NLL, Brier; ECE is not a mean of per-question terms: bootstrap
+    only), clustered by the bootstrap's units. Fewer than :data:`MIN_CLUSTERS` clusters: a note
+    says to read the bootstrap interval (``intervals.overall``)."""
+    codes, G = cluster_codes(units) if len(t) else (np.zeros(0, dtype=np.intp), 0)
+    figures = headline_analytic(t, codes, level)  # integer codes: the keys are turned to text once
+    out: dict[str, Any] = {"level": level, "method": "clustered standard error, t interval with clusters - 1 df",
+                           "unit": unit_name, "clusters": G, "small_sample": G < MIN_CLUSTERS,
+                           "overall": {m: {k: f[k] for k in SINGLE_RUN_FIELDS} for m, f in figures.items()}}
+    if G < MIN_CLUSTERS:
+        out["note"] = (f"{G} clusters ({unit_name}), fewer than {MIN_CLUSTERS}: the standard error rests on few "
+                       "clusters; read the bootstrap interval (intervals.overall)")
+    return out
 
 
 def verdict(metric: str, ci_low: float | None, ci_high: float | None) -> str:
@@ -119,37 +142,3 @@ def format_bound(x: float | None, digits: int = 3) -> str:
 
 def format_interval(lo: float | None, hi: float | None, digits: int = 3) -> str:
     return f"[{format_bound(lo, digits)}, {format_bound(hi, digits)}]"
-
-
-def brier_decomposition(confidence: np.ndarray, correct: np.ndarray, bins: np.ndarray, n_bins: int) -> dict[str, Any]:
-    """Murphy's decomposition of the top-label Brier score ``mean((confidence - hit)**2)`` over the
-    given bins, with the two within-bin terms that make it exact for forecasts that vary inside a
-    bin (Stephenson, Coelho and Jolliffe, 2008)::
-
-        brier = reliability - resolution + uncertainty + within_bin_variance - 2 * within_bin_covariance
-
-    ``reliability = sum_b n_b (f_b - o_b)**2 / N``, ``resolution = sum_b n_b (o_b - o)**2 / N``,
-    ``uncertainty = o (1 - o)``, with ``f_b``/``o_b`` a bin's mean confidence and hit rate, ``o`` the
-    overall hit rate."""
-    f = np.asarray(confidence, dtype=float)
-    o = np.asarray(correct, dtype=float)
-    b = np.asarray(bins, dtype=np.intp)
-    N = len(f)
-    if N == 0:
-        return {k: None for k in ("brier", "reliability", "resolution", "uncertainty", "within_bin_variance",
-                                  "within_bin_covariance", "n")} | {"n": 0}
-    n_b = np.bincount(b, minlength=n_bins).astype(float)
-    safe = np.maximum(n_b, 1.0)
-    f_b = np.bincount(b, weights=f, minlength=n_bins) / safe
-    o_b = np.bincount(b, weights=o, minlength=n_bins) / safe
-    o_all = float(o.mean())
-    df, do = f - f_b[b], o - o_b[b]
-    return {
-        "brier": float(np.mean((f - o) ** 2)),
-        "reliability": float(np.dot(n_b, (f_b - o_b) ** 2) / N),
-        "resolution": float(np.dot(n_b, (o_b - o_all) ** 2) / N),
-        "uncertainty": o_all * (1 - o_all),
-        "within_bin_variance": float(np.dot(df, df) / N),
-        "within_bin_covariance": float(np.dot(df, do) / N),
-        "n": N,
-    }

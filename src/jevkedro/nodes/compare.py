@@ -387,6 +387,25 @@ def aligned(a: Terms, b: Terms) -> None:
         raise ValueError("the two models' questions differ: compare runs on the same snapshot only")
 
 
+def paired_resamples(a: Terms, b: Terms, units: np.ndarray | None = None, resamples: int = RESAMPLES,
+                     seed: int = SEED) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray],
+                                                dict[str, np.ndarray], dict[str, int]]:
+    """``(point_a, point_b, resampled_a, resampled_b, counts)``: each headline metric of both models
+    on the paired questions (see :func:`paired_metrics`), and its value in each paired resample
+    (both models on the same resampled units); ``counts``: the paired questions per metric."""
+    aligned(a, b)
+    codes, G = unit_codes(a.request_id if units is None else units)
+    hard = a.hard  # the targets are the snapshot's: equal for both
+    prob = a.prob & b.prob
+    ece_rows = a.ece_rows & b.ece_rows
+    block_a = unit_totals(codes, G, _headline_block(a, hard, prob, ece_rows))
+    block_b = unit_totals(codes, G, _headline_block(b, hard, prob, ece_rows))
+    point_a, point_b = _headline_of(block_a.sum(axis=0)), _headline_of(block_b.sum(axis=0))
+    boot_a, boot_b = bootstrap_totals([block_a, block_b], resamples, seed) if G else (block_a[:0], block_b[:0])
+    counts = {"accuracy": int(hard.sum()), "nll": int(prob.sum()), "brier": int(prob.sum()), "ece": int(ece_rows.sum())}
+    return point_a, point_b, _headline_of(boot_a), _headline_of(boot_b), counts
+
+
 def paired_metrics(a: Terms, b: Terms, units: np.ndarray | None = None, resamples: int = RESAMPLES, seed: int = SEED,
                    level: float = LEVEL) -> dict[str, dict[str, Any]]:
     """``{metric: {a, b, diff, ci_low, ci_high, n, verdict, analytic}}`` for accuracy, NLL, Brier, ECE,
@@ -397,17 +416,7 @@ def paired_metrics(a: Terms, b: Terms, units: np.ndarray | None = None, resample
     NLL, Brier and ECE pair the questions valid for both models. The interval is the percentile
     bootstrap of the resampled differences, both models on the same resampled units.
     """
-    aligned(a, b)
-    codes, G = unit_codes(a.request_id if units is None else units)
-    hard = a.hard  # the targets are the snapshot's: equal for both
-    prob = a.prob & b.prob
-    ece_rows = a.ece_rows & b.ece_rows
-    block_a = unit_totals(codes, G, _headline_block(a, hard, prob, ece_rows))
-    block_b = unit_totals(codes, G, _headline_block(b, hard, prob, ece_rows))
-    point_a, point_b = _headline_of(block_a.sum(axis=0)), _headline_of(block_b.sum(axis=0))
-    boot_a, boot_b = bootstrap_totals([block_a, block_b], resamples, seed) if G else (block_a[:0], block_b[:0])
-    res_a, res_b = _headline_of(boot_a), _headline_of(boot_b)
-    counts = {"accuracy": int(hard.sum()), "nll": int(prob.sum()), "brier": int(prob.sum()), "ece": int(ece_rows.sum())}
+    point_a, point_b, res_a, res_b, counts = paired_resamples(a, b, units, resamples, seed)
     analytic = paired_analytic(a, b, units, level)  # per-question metrics only: ECE is bootstrap-only
     out: dict[str, dict[str, Any]] = {}
     for name in HEADLINE:

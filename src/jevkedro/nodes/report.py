@@ -7,7 +7,10 @@ Report shape: ``view``, ``family``, ``model`` (the run's name), ``model_id`` (re
 null when unknown; also per 1,000 requests), ``errors`` (requests that failed, by failure kind),
 ``intervals`` (95% bootstrap intervals of the headline metrics, overall and per slice, resampling
 whole requests or the family's groups), ``selective`` (risk–coverage: accuracy when abstaining on
-the least confident answers), ``model_settings`` (the model's settings as written: names of key
+the least confident answers), ``analytic`` (clustered standard errors and t intervals of accuracy,
+NLL and Brier, :func:`jevkedro.nodes.analytic.report_analytic`), ``calibration`` (the top-label Brier
+score's Murphy decomposition and ECE over equal-width and equal-mass bins, overall and per slice:
+:mod:`jevkedro.nodes.calibration`), ``model_settings`` (the model's settings as written: names of key
 variables, never keys), ``run`` (whether every request was attempted and none failed; see
 :func:`run_status`) and, for replayed answers, ``replay`` (the replay file's lines and the request
 ids it has that the snapshot does not, counted and named).
@@ -22,8 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from jevkedro.config import BASELINE_GATES
 from jevkedro.nodes import compare as stats
 from jevkedro.nodes import metrics as M
+from jevkedro.nodes.analytic import report_analytic
+from jevkedro.nodes.calibration import calibration_summary
 from jevkedro.nodes.snapshot import Snapshot, each_row
 from jevkedro.nodes.validate import QUESTION_STATUSES, QuestionTable, RequestColumns, reason_kind
 from jevkedro.registry import family_of
@@ -248,6 +254,10 @@ def build_report(
         "model_settings": dict(model),
         "invalid_examples": invalid_examples(table),
         "run": run_status(table, cols, request_ids, run_meta),
+        # additions (docs/comparing.md): the analytic errors of the headline, calibration decomposed
+        "analytic": report_analytic(terms, np.asarray(units, dtype=object)[~np.asarray(table.unscored, dtype=bool)],
+                                    unit_name),
+        "calibration": calibration_summary(table, terms, frozenset(_NOT_SLICES)),
     }
     replay = replay_summary(run_meta)
     if replay is not None:
@@ -342,6 +352,9 @@ GATE_RULES: dict[str, tuple[tuple[str | int, ...], str, str]] = {
 }
 
 
+BASELINE_SETTINGS = frozenset({"baseline", *BASELINE_GATES})
+
+
 def _at(tree: Any, path: tuple) -> Any:
     for key in path:
         if isinstance(tree, Mapping):
@@ -359,8 +372,8 @@ def check_gates(report: Mapping[str, Any], thresholds: Mapping[str, Any]) -> dic
     answer, no official headline) fails its gate: a guard must not pass for want of a number."""
     checked = []
     for gate, threshold in thresholds.items():
-        if threshold is None or (gate == "require_complete" and not threshold):
-            continue
+        if threshold is None or (gate == "require_complete" and not threshold) or gate in BASELINE_SETTINGS:
+            continue  # the baseline gates compare two runs: jevkedro.baseline.view_gates
         if gate == "require_complete":
             run = report.get("run") or {}
             value = bool(run.get("complete", True))

@@ -12,13 +12,14 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from jevkedro.baseline import view_gates
 from jevkedro.config import gates_for, parse_gates, parse_prepare_options
 from jevkedro.family import Release, check_snapshot_kind, pinned_snapshot_sha256
 from jevkedro.models.settings import ModelSettings
 from jevkedro.nodes import infer as _infer
 from jevkedro.nodes import tracking
 from jevkedro.nodes.predictions_log import PredictionLog
-from jevkedro.nodes.report import build_report, check_gates
+from jevkedro.nodes.report import build_report
 from jevkedro.nodes.snapshot import PreparedView, Snapshot, verify_snapshot_bytes
 from jevkedro.nodes.validate import QuestionRecords, build_question_table, question_records
 from jevkedro.registry import family_of
@@ -78,7 +79,7 @@ def score(snapshot: Snapshot, predictions: PredictionLog, inference_run: Mapping
     report = build_report(snapshot, table, records, settings.flat(), inference_run, official)
     thresholds = gates_for(parse_gates(gates), snapshot.view).model_dump(exclude_none=True)
     if thresholds:
-        report["gates"] = check_gates(report, thresholds)
+        report["gates"] = view_gates(report, thresholds, snapshot, table)  # and the baseline gates
     o = report["metrics"]["overall"]
     log.info("%s / %s: accuracy %s over %d questions", report["model"], snapshot.view, o["accuracy"], o["accuracy_n"])
     return report, official, question_records(table)

@@ -166,6 +166,7 @@ def run_metrics(report: Mapping[str, Any], official: Any) -> dict[str, float]:
 
 BREAKDOWN_COLUMNS = ("n", "accuracy", "accuracy_ci_low", "accuracy_ci_high", "accuracy_n", "nll", "brier", "ece",
                      "probability_n", "rps", "ordinal_mae")
+CALIBRATION_COLUMNS = ("ece_equal_mass", "top_label_brier", "reliability", "resolution", "uncertainty")
 
 
 def run_tables(report: Mapping[str, Any]) -> dict[str, dict[str, list]]:
@@ -189,6 +190,10 @@ def run_tables(report: Mapping[str, Any]) -> dict[str, dict[str, list]]:
             breakdown[col] = [r[3][1] for r in rows]
         else:
             breakdown[col] = [r[2].get(col) for r in rows]
+    calibration = report.get("calibration") or {}  # decomposed calibration, same groups (nodes/calibration.py)
+    for col in CALIBRATION_COLUMNS:
+        breakdown[col] = [((calibration.get("overall") if i == 0 else (calibration.get(f"by_{r[0]}") or {}).get(r[1]))
+                           or {}).get(col) for i, r in enumerate(rows)]
     cov = (report.get("coverage") or {}).get("by_type") or {}
     statuses = sorted({s for counts in cov.values() for s in counts})
     coverage = {"type": list(cov), **{s: [cov[t].get(s, 0) for t in cov] for s in statuses}}
