@@ -61,6 +61,13 @@ def _legend_below(fig: Figure, ncols: int = 2) -> None:
     fig.legend(loc="outside lower center", ncols=ncols, fontsize=8, frameon=False)
 
 
+def _whole_numbers(ax) -> None:
+    """Counts on the y axis: ticks at whole numbers only (7 requests never read as 2.5)."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=5, integer=True, steps=[1, 2, 5, 10]))
+
+
 def _bin_count(x: np.ndarray) -> int:
     """Bins for values ``x`` (already on the histogram's scale): the larger of Sturges' and the
     Freedman–Diaconis counts, kept within [MIN_LATENCY_BINS, MAX_LATENCY_BINS] (computed as a
@@ -153,6 +160,7 @@ def _reliability_axes(fig: Figure):
     ax.grid(alpha=0.25)
     counts_ax.set_xlabel("confidence (top-label probability)")
     counts_ax.set_ylabel("questions")
+    _whole_numbers(counts_ax)
     counts_ax.grid(alpha=0.25)
     return ax, counts_ax
 
@@ -242,6 +250,7 @@ def latency_figure(latency: Mapping[str, Any], title: str) -> Figure:
     _legend_below(fig, ncols=4)
     ax.set_xlabel("latency per request (ms, log scale)" if log_scale else "latency per request (ms)")
     ax.set_ylabel("requests")
+    _whole_numbers(ax)
     ax.grid(alpha=0.25)
     first = latency.get("first")
     _title(fig, title + (f"   (first request {first * 1000:.3g} ms, not counted)" if first is not None else ""))
