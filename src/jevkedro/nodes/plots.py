@@ -12,8 +12,13 @@ and its band from :mod:`jevkedro.nodes.compare`.
   (requests resampled whole), against the diagonal;
 - ``slices.png`` — accuracy per slice value with its 95% interval beside the mean confidence
   (the gap between them is the calibration error of that slice);
-- ``latency.png`` — the request latency histogram (log scale) with p50/p95/p99;
+- ``latency.png`` — the request latency histogram with p50/p95/p99 (its bins:
+  :func:`latency_histogram`, computed by the report);
 - ``risk_coverage.png`` — the error rate when abstaining on the least confident answers.
+
+No plot hides data: legends sit outside the axes (a figure legend under them, placed by
+constrained layout), summary figures in the axes' title, never on the points, bars or curves
+(tests/test_plots.py checks every figure in display coordinates).
 """
 
 from __future__ import annotations
@@ -36,15 +41,63 @@ BAND_RESAMPLES = 200
 COLORS = ("#1f77b4", "#d62728")
 MAX_SLICE_PANELS = 4
 MAX_SLICE_VALUES = 12
-
+LATENCY_FLOOR_MS = 0.01  # a log-scale histogram starts at 10 µs at the lowest (a 0 ms timing is clipped to it)
+MIN_LATENCY_BINS, MAX_LATENCY_BINS = 10, 60
+LOG_SCALE_SPAN = 10.0  # latencies spread over more than a decade (max / min) are binned and drawn on a log scale
+EDGE = 0.025  # room beyond [0, 1] so that a marker at confidence or accuracy 0 or 1 is drawn whole
 
 
 def _new_figure(*args: Any, **kwargs: Any) -> Figure:
-    """A matplotlib figure; matplotlib is imported here, when a plot is made, not when a pipeline
-    is assembled (it costs every `kedro run` about a second otherwise)."""
+    """A matplotlib figure with constrained layout (room is made for legends outside the axes);
+    matplotlib is imported here, when a plot is made, not when a pipeline is assembled (it costs
+    every `kedro run` about a second otherwise)."""
     from matplotlib.figure import Figure
 
-    return Figure(*args, **kwargs)
+    return Figure(*args, layout="constrained", **kwargs)
+
+
+def _legend_below(fig: Figure, ncols: int = 2) -> None:
+    """One legend for every labelled artist of the figure, under the axes: never on the data."""
+    fig.legend(loc="outside lower center", ncols=ncols, fontsize=8, frameon=False)
+
+
+def _whole_numbers(ax) -> None:
+    """Counts on the y axis: ticks at whole numbers only (7 requests never read as 2.5)."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=5, integer=True, steps=[1, 2, 5, 10]))
+
+
+def _bin_count(x: np.ndarray) -> int:
+    """Bins for values ``x`` (already on the histogram's scale): the larger of Sturges' and the
+    Freedman–Diaconis counts, kept within [MIN_LATENCY_BINS, MAX_LATENCY_BINS] (computed as a
+    number first, so a tiny spread with one far outlier cannot ask for millions of edges)."""
+    n = len(x)
+    iqr = float(np.subtract(*np.percentile(x, [75, 25])))
+    fd = float(np.ptp(x)) / (2 * iqr * n ** (-1 / 3)) if iqr > 0 else 0.0
+    return int(np.clip(np.ceil(max(np.log2(n) + 1, fd)), MIN_LATENCY_BINS, MAX_LATENCY_BINS))
+
+
+def latency_histogram(ms: np.ndarray) -> dict[str, Any]:
+    """The latency plot's histogram of ``ms`` (one latency per request, in ms), bins from the
+    data's own spread: equal-width bins over [min, max] when it spans at most a decade (``scale``
+    ``linear``), log-spaced ones beyond (``log``); :func:`_bin_count` bins either way, so a
+    narrow range is never one or two bars. ``{"edges_ms", "counts", "scale"}``."""
+    ms = np.asarray(ms, dtype=float)
+    lo, hi = float(ms.min()), float(ms.max())
+    if hi / max(lo, LATENCY_FLOOR_MS) > LOG_SCALE_SPAN:
+        ms = np.maximum(ms, LATENCY_FLOOR_MS)
+        lo = max(lo, LATENCY_FLOOR_MS)
+        edges = np.geomspace(lo, hi, _bin_count(np.log10(ms)) + 1)
+        scale = "log"
+    else:
+        if hi - lo < 1e-9 * max(abs(hi), 1.0):  # one value: a window around it (not below 0)
+            half = max(abs(lo) * 0.05, LATENCY_FLOOR_MS / 2)
+            lo, hi = max(lo - half, min(lo, 0.0)), hi + half
+        edges = np.linspace(lo, hi, _bin_count(ms) + 1)
+        scale = "linear"
+    counts, _ = np.histogram(np.clip(ms, edges[0], edges[-1]), bins=edges)
+    return {"edges_ms": [float(e) for e in edges], "counts": counts.tolist(), "scale": scale}
 
 def confidence_and_correct(question_scores: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Top-label confidence, correctness and request id of every valid hard-label answer."""
@@ -71,7 +124,8 @@ def units_of(snapshot: Snapshot | None, request_ids: np.ndarray) -> np.ndarray:
 
 
 def _title(fig: Figure, text: str) -> None:
-    fig.suptitle(text, fontsize=11, x=0.02, y=0.985, ha="left")
+    # no y: constrained layout then makes room for the title above the axes (and their titles)
+    fig.suptitle(text, fontsize=11, x=0.02, ha="left")
 
 
 def _empty(title: str, why: str) -> Figure:
@@ -95,17 +149,18 @@ def smooth_curve(conf: np.ndarray, correct: np.ndarray, units: np.ndarray, resam
 
 
 def _reliability_axes(fig: Figure):
-    grid = fig.add_gridspec(2, 1, height_ratios=(3.2, 1), hspace=0.08)
+    grid = fig.add_gridspec(2, 1, height_ratios=(3.2, 1))
     ax = fig.add_subplot(grid[0])
     counts_ax = fig.add_subplot(grid[1], sharex=ax)
     ax.plot([0, 1], [0, 1], ls="--", color="#888888", lw=1, label="perfect calibration")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
+    ax.set_xlim(-EDGE, 1 + EDGE)
+    ax.set_ylim(-EDGE, 1 + EDGE)
     ax.set_ylabel("accuracy")
     ax.tick_params(labelbottom=False)
     ax.grid(alpha=0.25)
     counts_ax.set_xlabel("confidence (top-label probability)")
     counts_ax.set_ylabel("questions")
+    _whole_numbers(counts_ax)
     counts_ax.grid(alpha=0.25)
     return ax, counts_ax
 
@@ -128,14 +183,14 @@ def reliability_figure(conf: np.ndarray, correct: np.ndarray, units: np.ndarray,
     """Reliability diagram of one model on one view (see the module docstring)."""
     if not len(conf):
         return _empty(title, "no valid hard-label answer: nothing to calibrate")
-    fig = _new_figure(figsize=(6.4, 6.4), dpi=110)
+    fig = _new_figure(figsize=(6.4, 7.0), dpi=110)
     ax, counts_ax = _reliability_axes(fig)
     drawn = _draw_model(ax, counts_ax, conf, correct, units, COLORS[0], "model")
     ci = f" [{ece_ci[0]:.3f}, {ece_ci[1]:.3f}]" if ece_ci and None not in ece_ci[:2] else ""
-    ax.text(0.02, 0.97, f"n = {len(conf)}   accuracy {correct.mean():.3f}   mean confidence {conf.mean():.3f}\n"
-                        f"ECE {drawn['ece']:.3f}{ci}   smooth ECE {drawn['smooth_ece']:.3f} (bandwidth {drawn['bandwidth']:.3f})",
-            transform=ax.transAxes, va="top", fontsize=8.5, bbox={"facecolor": "white", "alpha": 0.85, "lw": 0})
-    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(f"n = {len(conf)}   accuracy {correct.mean():.3f}   mean confidence {conf.mean():.3f}\n"
+                 f"ECE {drawn['ece']:.3f}{ci}   smooth ECE {drawn['smooth_ece']:.3f} (bandwidth {drawn['bandwidth']:.3f})",
+                 loc="left", fontsize=8.5)
+    _legend_below(fig, ncols=3)
     _title(fig, title)
     return fig
 
@@ -150,8 +205,8 @@ def slices_figure(report: Mapping[str, Any], title: str) -> Figure:
     if not panels:
         return _empty(title, "no slice with 2 to 12 values")
     heights = [max(1.0, 0.32 * len(v) + 0.6) for _, v in panels]
-    fig = _new_figure(figsize=(7.2, sum(heights) + 0.8), dpi=110)
-    grid = fig.add_gridspec(len(panels), 1, height_ratios=heights, hspace=0.45)
+    fig = _new_figure(figsize=(7.2, sum(heights) + 1.1), dpi=110)
+    grid = fig.add_gridspec(len(panels), 1, height_ratios=heights)
     for i, (name, groups) in enumerate(panels):
         ax = fig.add_subplot(grid[i])
         labels = list(groups)
@@ -161,37 +216,41 @@ def slices_figure(report: Mapping[str, Any], title: str) -> Figure:
         hi = np.array([groups[v]["accuracy_ci"][1] if groups[v]["accuracy_ci"][1] is not None else np.nan for v in labels], dtype=float)
         conf = np.array([groups[v]["mean_confidence"] if groups[v].get("mean_confidence") is not None else np.nan for v in labels],
                         dtype=float)
-        ax.barh(y, acc, color=COLORS[0], alpha=0.75, height=0.6, label="accuracy (95% interval)")
+        named = i == 0  # one legend entry per kind, not per panel
+        ax.barh(y, acc, color=COLORS[0], alpha=0.75, height=0.6, label="accuracy (95% interval)" if named else "_nolegend_")
         ax.errorbar(acc, y, xerr=[np.nan_to_num(acc - lo), np.nan_to_num(hi - acc)], fmt="none", ecolor="black", capsize=3, lw=1)
-        ax.scatter(conf, y, marker="D", color="#ff7f0e", zorder=3, s=22, label="mean confidence")
+        ax.scatter(conf, y, marker="D", color="#ff7f0e", zorder=3, s=22, label="mean confidence" if named else "_nolegend_")
         ax.set_yticks(y, [f"{v}  (n={groups[v]['n']})" for v in labels], fontsize=8)
         ax.invert_yaxis()
-        ax.set_xlim(0, 1)
+        ax.set_xlim(-EDGE, 1 + EDGE)
         ax.set_title(name, fontsize=9, loc="left")
         ax.grid(axis="x", alpha=0.25)
-        if i == 0:
-            ax.legend(fontsize=7.5, loc="lower right")
+    _legend_below(fig)
     _title(fig, title)
     return fig
 
 
 def latency_figure(latency: Mapping[str, Any], title: str) -> Figure:
-    """Request latency histogram (log-spaced bins from the report) with p50/p95/p99."""
+    """Request latency histogram (the report's bins, :func:`latency_histogram`) with p50/p95/p99,
+    named in the legend under the axes (labels on the chart would sit on the bars)."""
     hist = latency.get("histogram")
     if not hist or not sum(hist["counts"]):
-        return _empty(title, "no latency measured (replayed answers are not timed)")
+        return _empty(title, "no timed request (replayed answers and unsupported requests are not timed)")
     fig = _new_figure(figsize=(6.4, 3.4), dpi=110)
     ax = fig.add_subplot()
     edges = np.array(hist["edges_ms"])
-    ax.stairs(hist["counts"], edges, fill=True, color=COLORS[0], alpha=0.6)
-    ax.set_xscale("log")
+    log_scale = hist.get("scale", "log") == "log"  # reports written before `scale` have log-spaced bins
+    ax.stairs(hist["counts"], edges, fill=True, color=COLORS[0], alpha=0.6, label=f"{sum(hist['counts'])} requests")
+    if log_scale:
+        ax.set_xscale("log")
     for p, style in (("p50", "-"), ("p95", "--"), ("p99", ":")):
         if latency.get(p) is not None:
             ms = latency[p] * 1000
-            ax.axvline(ms, color="black", ls=style, lw=1)
-            ax.text(ms, ax.get_ylim()[1] * 0.97, f" {p} {ms:.3g} ms", rotation=90, va="top", ha="right", fontsize=8)
-    ax.set_xlabel("latency per request (ms, log scale)")
+            ax.axvline(ms, color="black", ls=style, lw=1, label=f"{p} {ms:.3g} ms")
+    _legend_below(fig, ncols=4)
+    ax.set_xlabel("latency per request (ms, log scale)" if log_scale else "latency per request (ms)")
     ax.set_ylabel("requests")
+    _whole_numbers(ax)
     ax.grid(alpha=0.25)
     first = latency.get("first")
     _title(fig, title + (f"   (first request {first * 1000:.3g} ms, not counted)" if first is not None else ""))
@@ -207,13 +266,14 @@ def risk_coverage_figure(curves: Sequence[tuple[str, np.ndarray, np.ndarray]], t
         if not len(rc["risk"]):
             continue
         ax.plot(rc["coverage"], rc["risk"], color=color, lw=2, label=f"{label} (AURC {rc['aurc']:.3f})")
-        ax.axhline(1 - correct.mean(), color=color, lw=0.8, ls=":")
+        ax.axhline(1 - correct.mean(), color=color, lw=0.8, ls=":", label=f"{label}: error rate keeping all")
     ax.set_xlim(0, 1)
-    ax.set_ylim(bottom=0)
+    top = ax.get_ylim()[1]
+    ax.set_ylim(-EDGE * top, top)  # a stretch at risk 0 is drawn above the axis line, not on it
     ax.set_xlabel("coverage (share of answers kept, most confident first)")
     ax.set_ylabel("risk (error rate of kept answers)")
     ax.grid(alpha=0.25)
-    ax.legend(fontsize=8)
+    _legend_below(fig)
     _title(fig, title)
     return fig
 
@@ -245,13 +305,13 @@ def plot_view(snapshot: Snapshot, report: dict, question_scores: list) -> dict[s
 
 def comparison_reliability_figure(models: Sequence[tuple[str, np.ndarray, np.ndarray, np.ndarray]], title: str) -> Figure:
     """Both models' reliability (smooth curves with bands, binned points, counts) on one chart."""
-    fig = _new_figure(figsize=(6.8, 6.6), dpi=110)
+    fig = _new_figure(figsize=(6.8, 7.4), dpi=110)
     ax, counts_ax = _reliability_axes(fig)
     width = 1 / M.ECE_BINS / len(models)
     for i, ((label, conf, correct, units), color) in enumerate(zip(models, COLORS)):
         if len(conf):
             _draw_model(ax, counts_ax, conf, correct, units, color, label, offset=i * width, width=width)
-    ax.legend(loc="lower right", fontsize=7.5)
+    _legend_below(fig)
     _title(fig, title)
     return fig
 

@@ -30,6 +30,7 @@ from jevkedro.nodes import compare as stats
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.analytic import report_analytic
 from jevkedro.nodes.calibration import calibration_summary
+from jevkedro.nodes.plots import latency_histogram
 from jevkedro.nodes.snapshot import Snapshot, each_row
 from jevkedro.nodes.validate import QUESTION_STATUSES, QuestionTable, RequestColumns, reason_kind
 from jevkedro.registry import family_of
@@ -40,9 +41,6 @@ log = logging.getLogger(__name__)
 _NOT_SLICES = {"type"}
 
 
-LATENCY_BINS_MS = np.geomspace(0.01, 1e6, 41)  # 10 µs .. 1000 s, 5 bins per decade
-
-
 def _columns(predictions: Mapping[str, Mapping[str, Any]] | RequestColumns, request_ids: list[str] | None = None) -> RequestColumns:
     if isinstance(predictions, RequestColumns):
         return predictions
@@ -51,8 +49,7 @@ def _columns(predictions: Mapping[str, Mapping[str, Any]] | RequestColumns, requ
 
 def latency_summary(predictions: Mapping[str, Mapping[str, Any]] | RequestColumns) -> dict[str, Any]:
     """p50/p95/p99/mean over timed requests (one sample per request), the first request apart,
-    and a histogram over log-spaced bins (``histogram.edges_ms``, ``histogram.counts``; empty
-    bins at both ends trimmed) for the latency plot."""
+    and the latency plot's histogram (``histogram``: :func:`jevkedro.nodes.plots.latency_histogram`)."""
     cols = _columns(predictions)
     timed = [(lat, first) for lat, first in zip(cols.latency_s, cols.first) if lat is not None]
     first = [lat for lat, is_first in timed if is_first]
@@ -61,10 +58,7 @@ def latency_summary(predictions: Mapping[str, Mapping[str, Any]] | RequestColumn
     if len(rest):
         p50, p95, p99 = np.percentile(rest, [50, 95, 99])
         out.update(p50=float(p50), p95=float(p95), p99=float(p99), mean=float(rest.mean()))
-        counts, edges = np.histogram(np.clip(rest * 1000, LATENCY_BINS_MS[0], LATENCY_BINS_MS[-1]), bins=LATENCY_BINS_MS)
-        nz = np.flatnonzero(counts)
-        lo, hi = nz[0], nz[-1] + 1
-        out["histogram"] = {"edges_ms": [float(e) for e in edges[lo:hi + 1]], "counts": counts[lo:hi].tolist()}
+        out["histogram"] = latency_histogram(rest * 1000)
     else:
         out.update(p50=None, p95=None, p99=None, mean=None)
     return out
