@@ -34,6 +34,8 @@ CLASSES = {
     "lock": "the lock holds whatever happens to its file (round 3, class 13)",
     "spellings": "a key re-spelt (round 3, class 9)",
     "keys": "a key is a header value, only in the environment (round 3, classes 7-8)",
+    "names": "names, never paths; output names never collide (round 3, classes 10-11)",
+    "readers": "hand-edited reports, damaged logs: named, never written (round 3, classes 12, 19)",
 }
 
 # (pattern searched in the node id, class): the first that matches wins
@@ -42,6 +44,9 @@ RULES: list[tuple[str, str]] = [
     (r"test_hostile_spellings\.py", "spellings"),
     (r"test_hostile_keys\.py", "keys"),
     (r"test_hostile_lock\.py", "lock"),
+    (r"test_hostile_names\.py::.*(never_paths|never_a_path|only_for_a_model_name|join_alike|one_per_pair|own_outputs"
+     r"|beside_the_model_folders)", "names"),
+    (r"test_hostile_names\.py", "readers"),
     (r"number_no_double_holds|one_bad_number_or_repeated_key|\[(5000-digit-number|1e400)\]|beyond the range", "2"),
     (r"test_hostile_snapshots\.py::.*(kind|forged|manifest|another_view|relabelled)", "3"),
     (r"test_hostile_snapshots\.py", "snapshots"),

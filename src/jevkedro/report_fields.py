@@ -138,7 +138,7 @@ def report_problem(report: Any, fields: Fields) -> str | None:
     """What is wrong with the ``fields`` of ``report`` (each field named), or None."""
     if not isinstance(report, Mapping):
         return f"not a report (expected an object, got {_kind(report)})"
-    problems = []
+    problems: list[str] = []
     for field, check, required in fields:
         value: Any = report
         for part in field.split("."):
