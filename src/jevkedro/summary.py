@@ -191,8 +191,8 @@ def format_blocks(board: Leaderboard, width: int = LINE_WIDTH) -> list[str]:
         depth = max(len(h) for h in heads.values())
         for k in range(depth):  # the header bottom-aligned, as the numbers are right-aligned
             row = [heads[v][k - depth + len(heads[v])] if k >= depth - len(heads[v]) else "" for v in block]
-            lines.append(f"{'model' if k == depth - 1 else '':<{model_w}}"
-                         + "".join(f"  {h:>{col_w[v]}}" for h, v in zip(row, block)))
+            lines.append((f"{'model' if k == depth - 1 else '':<{model_w}}"
+                          + "".join(f"  {h:>{col_w[v]}}" for h, v in zip(row, block))).rstrip())
         lines.append("-" * (model_w + sum(2 + col_w[v] for v in block)))
         for m in models:
             name = m if len(m) <= model_w else m[: model_w - 1] + "…"
