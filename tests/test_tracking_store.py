@@ -222,9 +222,9 @@ def test_leaderboard_filters_and_fits_100_columns(store, capsys):
     assert (csv_file.read_bytes() if csv_file.exists() else None) == before  # a narrowed table is printed only
     assert main(["--root", str(project)]) == 0
     header = csv_file.read_text().splitlines()[0].split(",")
-    assert header[:5] == ["model", "mean_rank", "decision_index", "decision_index.flags", "decision_index.data"]
+    assert header[:5] == ["model", "mean_rank", "jevalt_bench", "jevalt_bench.flags", "jevalt_bench.data"]
     assert "zh_decision_bench" in header and len(csv_file.read_text().splitlines()) == 3
-    assert (project / "data/08_reporting/leaderboard.md").read_text().startswith("| model | decision_index [sample] |")
+    assert (project / "data/08_reporting/leaderboard.md").read_text().startswith("| model | jevalt_bench [sample] | zh_decision_bench |")
 
 
 INTERRUPTED_RUN = r"""
