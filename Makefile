@@ -27,7 +27,7 @@ $(VENV)/.installed-test: $(VENV)/.installed
 
 run: setup
 	$(BIN)/kedro run
-	$(BIN)/python -m jevkedro.summary
+	$(BIN)/python -m jevkedro.summary --no-lines
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests benchmarks scripts

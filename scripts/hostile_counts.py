@@ -37,6 +37,8 @@ CLASSES = {
     "bodies": "the answer scored is the body received (round 3, class 2)",
     "bounded": "replies bounded, logs of any size (round 3, class 15)",
     "gate settings": "gate and range settings say what they mean (round 3, class 19)",
+    "names": "names, never paths; output names never collide (round 3, classes 10-11)",
+    "readers": "hand-edited reports, damaged logs: named, never written (round 3, classes 12, 19)",
 }
 
 # (pattern searched in the node id, class): the first that matches wins
@@ -48,6 +50,9 @@ RULES: list[tuple[str, str]] = [
     (r"test_hostile_bodies\.py::.*(megabytes|any_size)", "bounded"),
     (r"test_hostile_bodies\.py", "bodies"),
     (r"test_hostile_gate_settings\.py", "gate settings"),
+    (r"test_hostile_names\.py::.*(never_paths|never_a_path|only_for_a_model_name|join_alike|one_per_pair|own_outputs"
+     r"|beside_the_model_folders)", "names"),
+    (r"test_hostile_names\.py", "readers"),
     (r"number_no_double_holds|one_bad_number_or_repeated_key|\[(5000-digit-number|1e400)\]|beyond the range", "2"),
     (r"test_hostile_snapshots\.py::.*(kind|forged|manifest|another_view|relabelled)", "3"),
     (r"test_hostile_snapshots\.py", "snapshots"),

@@ -11,6 +11,7 @@ import pytest
 from matplotlib.image import imread
 
 from jevkedro.compare import main
+from jevkedro.nodes.analytic import format_interval
 from support import jevbench_snapshot_of, project_conf, task
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -153,3 +154,43 @@ def test_compare_follows_outputs_moved_in_the_catalog(root, capsys):
     for name in ("../model-a", "model-a/"):
         assert main(["--root", str(root), "--view", "jevbench", name, "model-b"]) == 2
         assert f"model: {name!r} is not allowed" in capsys.readouterr().err
+
+
+def test_markdown_summary_for_a_pull_request(root, tmp_path, capsys):
+    md = tmp_path / "comment.md"
+    assert main(["--root", str(root), "--view", "jevbench", "model-a", "model-b", "--resamples", "200", "--no-plots",
+                 "--markdown", str(md)]) == 0
+    assert f"the comparison as Markdown: {md}" in capsys.readouterr().out
+    doc = json.loads((root / "data/08_reporting/compare/model-a__vs__model-b/jevbench.json").read_text())
+    lines = md.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 60 and lines[0] == "### Paired comparison: A = `model-a`, B = `model-b`"
+    assert "**jevbench** — 4 paraphrase groups resampled 200 times" in lines
+    rows = [line for line in lines if line.startswith("| ") and ("↑" in line or "↓" in line)]
+    acc = doc["metrics"]["accuracy"]
+    assert rows[0] == (f"| accuracy ↑ | 0.750 | 0.500 | +0.250 | {format_interval(acc['ci_low'], acc['ci_high'])} | — |")
+    assert [r.split(" | ")[0] for r in rows] == ["| accuracy ↑", "| nll ↓", "| brier ↓", "| ece ↓"]
+    verdict = next(line for line in lines if line.startswith("*Verdict:*"))
+    assert "accuracy no significant difference" in verdict and f"McNemar p = {doc['mcnemar']['p_value']:.3g}" in verdict
+
+
+def test_markdown_summary_of_every_view_fits_60_lines():
+    """Ten views do not fit a table each in 60 lines: one table of four rows per view, with the verdicts."""
+    from jevkedro.compare import markdown_summary
+    from jevkedro.registry import VIEWS
+
+    def doc(view, k):
+        metrics = {name: {"a": 0.5, "b": 0.4, "diff": 0.1, "ci_low": 0.05 if k % 2 else -0.1, "ci_high": 0.2,
+                          "n": 100, "verdict": ("A" if name == "accuracy" else "B") if k % 2 else "none"}
+                   for name in ("accuracy", "nll", "brier", "ece")}
+        return {"view": view, "a": "new", "b": "old", "metrics": metrics,
+                "resampling": {"unit": "request", "units": 100, "resamples": 1000, "seed": 0},
+                "mcnemar": {"a_only": 3, "b_only": 1, "p_value": 0.5, "p_value_bh": 0.6}}
+
+    for views in (VIEWS[:2], VIEWS):
+        text = markdown_summary([doc(v, k) for k, v in enumerate(views)])
+        lines = text.splitlines()
+        assert len(lines) <= 60
+        assert all(f"**{view}**" in text for view in views)
+        better = [line.rsplit("|", 2)[1].strip() for line in lines if "accuracy ↑" in line]
+        assert better == ["A" if k % 2 else "—" for k in range(len(views))]
+    assert "| view | metric |" in text and text.count("| **") == len(VIEWS)

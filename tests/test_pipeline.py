@@ -159,7 +159,8 @@ def test_a_damaged_report_is_named_and_the_others_are_still_read(tmp_path, capsy
     assert f"skipped {reporting / 'odd' / 'zh_decision_bench' / 'report.json'}: not a report" in err
     assert f"skipped {reporting / 'copy' / 'zh_decision_bench' / 'report.json'}: the report of model 'm' on " \
            "view 'zh_decision_bench' is not in its place" in err
-    assert (reporting / "leaderboard.csv").read_text().splitlines() == ["model,zh_decision_bench", "m,0.500"]
+    assert (reporting / "leaderboard.csv").read_text().splitlines() == [
+        "model,mean_rank,zh_decision_bench,zh_decision_bench.flags,zh_decision_bench.data", "m,1.00,0.5,,official"]
 
 
 def test_summary_follows_reports_moved_in_the_catalog(tmp_path, capsys):
@@ -179,7 +180,10 @@ def test_summary_follows_reports_moved_in_the_catalog(tmp_path, capsys):
     (tmp_path / "results/zh_decision_bench/m.json").write_text(json.dumps(report))
     assert summary_main(["--root", str(tmp_path), "--model", "m"]) == 0
     assert "0.250" in capsys.readouterr().out
-    assert (tmp_path / "results/board.csv").read_text().splitlines() == ["model,zh_decision_bench", "m,0.250"]
+    assert not (tmp_path / "results/board.csv").exists()  # a narrowed table is printed only
+    assert summary_main(["--root", str(tmp_path)]) == 0
+    assert (tmp_path / "results/board.csv").read_text().splitlines() == [
+        "model,mean_rank,zh_decision_bench,zh_decision_bench.flags,zh_decision_bench.data", "m,1.00,0.25,,official"]
     assert (tmp_path / "data/08_reporting/leaderboard.md").is_file()  # not moved: where conf/base puts it
     assert summary_main(["--root", str(tmp_path), "--model", "../m"]) == 2
     assert "--model: '../m' is not allowed" in capsys.readouterr().err

@@ -216,9 +216,15 @@ def test_leaderboard_filters_and_fits_100_columns(store, capsys):
     out = capsys.readouterr().out
     assert all(len(line) <= 100 for line in out.splitlines() if str(project) not in line)
     assert "jevalt_bench" not in out and "broken" not in out
-    csv_text = (project / "data/08_reporting/leaderboard.csv").read_text()
-    assert csv_text.splitlines()[0] == "model,zh_decision_bench" and len(csv_text.splitlines()) == 3
-    assert (project / "data/08_reporting/leaderboard.md").read_text().startswith("| model | zh_decision_bench |")
+    csv_file = project / "data/08_reporting/leaderboard.csv"
+    before = csv_file.read_bytes() if csv_file.exists() else None
+    assert main(["--root", str(project), "--view", "zh_decision_bench"]) == 0
+    assert (csv_file.read_bytes() if csv_file.exists() else None) == before  # a narrowed table is printed only
+    assert main(["--root", str(project)]) == 0
+    header = csv_file.read_text().splitlines()[0].split(",")
+    assert header[:5] == ["model", "mean_rank", "jevalt_bench", "jevalt_bench.flags", "jevalt_bench.data"]
+    assert "zh_decision_bench" in header and len(csv_file.read_text().splitlines()) == 3
+    assert (project / "data/08_reporting/leaderboard.md").read_text().startswith("| model | jevalt_bench [sample] | zh_decision_bench |")
 
 
 INTERRUPTED_RUN = r"""

@@ -18,8 +18,11 @@ project's own rules and compares them question by question on the same snapshot:
 Writes ``<A>__vs__<B>/<VIEW>.json`` under the catalog's ``comparisons`` folder
 (``data/08_reporting/compare``) with the reliability of both models on one chart
 (``<VIEW>.reliability.png``), the per-slice differences (``<VIEW>.slices.png``) and every question
-side by side in a browser (``<VIEW>.html``, :mod:`jevkedro.explorer`), and prints a table. Exit
-status: 0, or 2 when an input is missing or the runs are not comparable.
+side by side in a browser (``<VIEW>.html``, :mod:`jevkedro.explorer`), and prints a table; with
+``--markdown FILE`` also the comparison as a short Markdown summary (a table per view and the verdicts,
+at most 60 lines) for a pull-request comment. A and B are model names under the rule of ``model.name``
+(never a path). Exit status: 0, or 2 when an input is missing, damaged or the runs are not comparable
+(the message names the file and what is wrong).
 """
 
 from __future__ import annotations
@@ -43,11 +46,13 @@ from jevkedro.nodes.analytic import HIGHER_IS_BETTER, format_interval
 from jevkedro.nodes.plots import comparison_reliability_figure, figure_png, slice_differences_figure
 from jevkedro.nodes.predictions_log import PredictionLog
 from jevkedro.nodes.report import resampling_units
-from jevkedro.nodes.snapshot import Snapshot
+from jevkedro.nodes.snapshot import Snapshot, atomic_write_bytes
 from jevkedro.nodes.validate import build_question_table, question_records
 from jevkedro.registry import VIEWS, family_of
+from jevkedro.report_fields import COMPARE_FIELDS, report_problem
 
 MAX_FLIPS = 500  # per direction, in the JSON (the counts are always complete)
+MARKDOWN_LINES = 60  # the most lines of the --markdown summary
 
 
 class CompareError(UserError):
@@ -74,6 +79,22 @@ def _load(catalog: DataCatalog, name: str, missing: str) -> Any:
         raise CompareError(str(exc)) from None
 
 
+def _report(catalog: DataCatalog, model: str, view: str) -> dict[str, Any]:
+    """``model``'s report on ``view``, refused naming the file and the field where a field compare reads
+    is missing or wrong, or where it is another model's or view's report (a folder copied by hand)."""
+    dataset = catalog_dataset(catalog, f"{view}.report")
+    report = _load(catalog, f"{view}.report", f"no report for model {model!r} on view {view!r}; run "
+                                              f"`kedro run --pipelines={view} --params=model.name={model}` first")
+    path = getattr(dataset, "filepath", f"{view}.report")
+    wrong = report_problem(report, COMPARE_FIELDS)
+    if wrong:
+        raise CompareError(f"{path}: {wrong}; rerun `kedro run --pipelines={view} --params=model.name={model}`")
+    if (report["model"], report["view"]) != (model, view):
+        raise CompareError(f"{path}: the report of model {report['model']!r} on view {report['view']!r} is not in its "
+                           f"place (that of model {model!r} on view {view!r}): a report folder copied under another name?")
+    return report
+
+
 def _records(catalog: DataCatalog, model: str, view: str) -> dict[str, Any]:
     path = catalog_dataset(catalog, f"{view}.predictions").filepath
     if not path.is_file():
@@ -90,9 +111,7 @@ def compare_view(root: Path, view: str, a: str, b: str, resamples: int = stats.R
     """The comparison document of one view and the figures' inputs."""
     family_of(view)  # an unknown view is refused naming the known ones
     catalogs = {a: _catalog(root, a), b: _catalog(root, b)}
-    reports = {m: _load(cat, f"{view}.report", f"no report for model {m!r} on view {view!r}; run "
-                                                f"`kedro run --pipelines={view} --params=model.name={m}` first")
-               for m, cat in catalogs.items()}
+    reports = {m: _report(cat, m, view) for m, cat in catalogs.items()}
     report_a, report_b = reports[a], reports[b]
     snapshot: Snapshot = _load(catalogs[a], f"{view}.snapshot", f"no snapshot of {view}; run `kedro run --pipelines={view}`")
     for name, rep in ((a, report_a), (b, report_b)):
@@ -247,6 +266,49 @@ def format_table(docs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _better(doc: dict[str, Any], name: str) -> str:
+    who = doc["metrics"][name].get("verdict", "none")
+    return {"A": "A", "B": "B"}.get(who, "—")
+
+
+def _markdown_rows(doc: dict[str, Any], first: list[str] | None = None) -> list[str]:
+    """One table row per headline metric of ``doc``; ``first``: leading cells of the first row only."""
+    rows = []
+    for k, name in enumerate(stats.HEADLINE):
+        m = doc["metrics"][name]
+        lead = (first if k == 0 else [""] * len(first)) if first is not None else []
+        cells = [*lead, f"{name} {'↑' if HIGHER_IS_BETTER[name] else '↓'}", _plain(m["a"]), _plain(m["b"]),
+                 _signed(m["diff"]), format_interval(m["ci_low"], m["ci_high"]), _better(doc, name)]
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows
+
+
+def markdown_summary(docs: list[dict[str, Any]], max_lines: int = MARKDOWN_LINES) -> str:
+    """The comparison as Markdown for a pull-request comment, at most ``max_lines`` lines: a table per
+    view (A, B, A − B, the 95% paired interval and the better model per metric), its verdict and McNemar;
+    where that would not fit (many views), one table with four rows per view."""
+    a, b = docs[0]["a"], docs[0]["b"]
+    head = [f"### Paired comparison: A = `{a}`, B = `{b}`", "",
+            "95% paired bootstrap intervals of A − B; ↑/↓: the better direction; *better*: the model the "
+            "interval shows better (— none)."]
+    bh = len(docs) > 1
+    per_view: list[str] = []
+    for doc in docs:
+        r, mc = doc["resampling"], doc["mcnemar"]
+        per_view += ["", f"**{doc['view']}** — {r['units']} {r['unit'].split(' (')[0]}s resampled {r['resamples']} times", "",
+                     "| metric | A | B | A − B | 95% CI | better |", "|---|---:|---:|---:|---|---|", *_markdown_rows(doc), "",
+                     verdict_line(doc).replace("verdict:", "*Verdict:*", 1)
+                     + f"; McNemar p = {mc['p_value']:.3g}" + (f" (BH {mc['p_value_bh']:.3g})" if bh else "")]
+    lines = head + per_view
+    if len(lines) > max_lines:
+        lines = head + ["", "| view | metric | A | B | A − B | 95% CI | better |", "|---|---|---:|---:|---:|---|---|"]
+        for doc in docs:
+            lines += _markdown_rows(doc, first=[f"**{doc['view']}**"])
+        lines += ["", "McNemar p (BH over the views): " + ", ".join(
+            f"{d['view']} {d['mcnemar']['p_value_bh' if bh else 'p_value']:.3g}" for d in docs)]
+    return "\n".join(lines[:max_lines]) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jevkedro.compare", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -258,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resamples", type=int, default=stats.RESAMPLES)
     parser.add_argument("--seed", type=int, default=stats.SEED)
     parser.add_argument("--no-plots", action="store_true", help="write the JSON only")
+    parser.add_argument("--markdown", metavar="FILE", help="also write the comparison as a short Markdown summary "
+                        f"(at most {MARKDOWN_LINES} lines) to FILE, e.g. for a pull-request comment")
     args = parser.parse_args(argv)
     if args.resamples < 1:
         parser.error("--resamples must be at least 1")
@@ -265,10 +329,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         docs = compare(Path(args.root), list(dict.fromkeys(args.view)), args.a, args.b, args.resamples, args.seed,
                        plots=not args.no_plots)
-    except CompareError as exc:
+    except UserError as exc:  # a file that is missing or damaged, runs that cannot be paired: the message says which
         print(f"compare: {exc}", file=sys.stderr)
         return 2
     print("\n".join(format_table(docs)))
+    if args.markdown:
+        try:
+            atomic_write_bytes(Path(args.markdown), markdown_summary(docs).encode("utf-8"))
+        except OSError as exc:
+            print(f"compare: {args.markdown}: cannot be written ({exc.strerror or exc})", file=sys.stderr)
+            return 2
+        print(f"the comparison as Markdown: {args.markdown}")
     return 0
 
 

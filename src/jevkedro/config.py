@@ -178,9 +178,17 @@ RUN_NAME_RULE = ("1-128 characters from letters, digits, '.', '_', '+', '-', sta
                  "(it names output folders and MLflow runs)")
 
 
+# names the project's own outputs take beside the model folders (conf/base/catalog.yml: the leaderboard's
+# files and the comparisons' folder in data/08_reporting), refused in any case (a case-blind disk)
+RESERVED_RUN_NAMES = ("compare", "leaderboard.csv", "leaderboard.md")
+
+
 def check_run_name(name: Any, key: str = "model.name") -> str:
     if not isinstance(name, str) or not RUN_NAME.fullmatch(name):
         raise SettingsError([f"{key}: {name!r} is not allowed; allowed: {RUN_NAME_RULE}"])
+    if name.lower() in RESERVED_RUN_NAMES:
+        raise SettingsError([f"{key}: {name!r} is not allowed: the project's own outputs are named "
+                             f"{', '.join(RESERVED_RUN_NAMES)} beside the model folders"])
     return name
 
 

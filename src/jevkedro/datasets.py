@@ -23,7 +23,7 @@ from kedro.config import OmegaConfigLoader
 from kedro.io import AbstractDataset, DataCatalog, DatasetError
 from kedro_datasets._typing import JSONPreview, TablePreview
 
-from jevkedro.config import PrepareOptions, parse_prepare_options
+from jevkedro.config import PrepareOptions, check_run_name, parse_prepare_options
 from jevkedro.errors import UserError
 from jevkedro.family import Release
 from jevkedro.nodes import output_lock, tracking
@@ -40,6 +40,7 @@ from jevkedro.nodes.snapshot import (
 )
 from jevkedro.nodes.validate import question_lines
 from jevkedro.registry import VIEWS, family_of
+from jevkedro.report_fields import LEADERBOARD_FIELDS, report_problem
 
 # How the project's configuration is read: settings.py hands these to Kedro, and
 # :func:`project_catalog` reads the catalog with them, so both resolve every path the same way.
@@ -58,7 +59,10 @@ PATH_ARGUMENTS = ("filepath", "path", "filename", "folder", "root")
 def project_catalog(project: str | Path, model: str = ANY) -> DataCatalog:
     """The catalog of the project at ``project`` as ``kedro run --params=model.name=<model>``
     resolves it (``conf/base``, then ``conf/local`` or ``KEDRO_ENV``, ``globals``), with relative
-    locations taken from the project root, as ``kedro run`` (started there) takes them."""
+    locations taken from the project root, as ``kedro run`` (started there) takes them. ``model`` is
+    a ``model.name`` (:func:`jevkedro.config.check_run_name`: never a path) or :data:`ANY`."""
+    if model != ANY:
+        check_run_name(model, "model")
     conf = Path(project) / "conf"
     if not conf.is_dir():
         raise DatasetError(f"{conf}: no project configuration here (give the project's root folder)")
@@ -220,16 +224,29 @@ def read_reports(project: str | Path, views: list[str] | None = None,
         if not isinstance(rep, dict) or not isinstance(rep.get("metrics"), dict) or "view" not in rep or "model" not in rep:
             problems.append(f"skipped {path}: not a report (expected an object with view, model and metrics)")
             continue
-        view, model = str(rep["view"]), str(rep["model"])
+        wrong = report_problem(rep, LEADERBOARD_FIELDS)
+        if wrong:
+            problems.append(f"skipped {path}: {wrong}")
+            continue
+        view, model = rep["view"], rep["model"]
         if (views and view not in views) or (models and model not in models):
             continue
-        if Path(place_of(view).replace(ANY, model)) != path:
-            problems.append(f"skipped {path}: the report of model {model!r} on view {view!r} is not in its place "
-                            f"({place_of(view).replace(ANY, model)})")
+        misplaced = misplaced_report(rep, path, Path(place_of(view).replace(ANY, model)))
+        if misplaced:
+            problems.append(f"skipped {misplaced}")
             continue
         found.append(rep)
     found.sort(key=lambda rep: (str(rep["model"]), str(rep["view"])))
     return found, problems
+
+
+def misplaced_report(report: dict[str, Any], path: Path, place: Path) -> str | None:
+    """A report found at ``path`` whose model and view put it at ``place`` (a report folder copied
+    under another name), named; None when it is in its place."""
+    if Path(place) == Path(path):
+        return None
+    return (f"{path}: the report of model {report.get('model')!r} on view {report.get('view')!r} is not in its "
+            f"place ({place})")
 
 
 class JSONDataset(AbstractDataset[dict, dict]):
@@ -345,21 +362,42 @@ class TextDataset(AbstractDataset[str, str]):
         return {"filepath": str(self.filepath)}
 
 
+PAIR_SEPARATOR = "__vs__"
+
+
+def pair_folder(a: str, b: str) -> str:
+    """The folder name of the comparison of ``a`` with ``b``: ``<A>__vs__<B>``, one name per pair.
+
+    Model names (``model.name``) never start with ``_`` and hold no ``%``. Where neither holds ``__``,
+    the separator is the only ``__vs__`` in the name, so no two pairs share it; where one does
+    (``x__vs__y`` against ``z``, or ``x`` against ``y__vs__z``), each ``_`` of both names is written
+    ``%5F``, so that name holds a ``%`` (no plain one does) and no ``_`` but the separator's."""
+    if "__" in a or "__" in b:
+        a, b = a.replace("_", "%5F"), b.replace("_", "%5F")
+    return f"{a}{PAIR_SEPARATOR}{b}"
+
+
+def pair_of_folder(name: str) -> tuple[str, str]:
+    """The models ``(A, B)`` of a :func:`pair_folder` name."""
+    a, b = name.split(PAIR_SEPARATOR, 1)
+    return a.replace("%5F", "_"), b.replace("%5F", "_")
+
+
 class ComparisonsDataset(AbstractDataset[dict, dict]):
     """Paired comparisons (``python -m jevkedro.compare``) under ``folder``: for models A and B on a
-    view, ``<A>__vs__<B>/<view>.json`` and its plots beside it (``<view>.<plot>.png``). Saves
-    ``{(A, B, view): (document, {plot name: Figure or PNG bytes})}``; loads the documents by the same keys."""
+    view, ``<A>__vs__<B>/<view>.json`` (:func:`pair_folder`) and its plots beside it (``<view>.<plot>.png``).
+    Saves ``{(A, B, view): (document, {plot name: Figure or PNG bytes})}``; loads the documents by the same keys."""
 
     def __init__(self, folder: str, metadata: dict[str, Any] | None = None) -> None:
         self.folder, self.metadata = Path(folder), metadata
 
     def path(self, a: str, b: str, view: str) -> Path:
-        return self.folder / f"{a}__vs__{b}" / f"{view}.json"
+        return self.folder / pair_folder(check_run_name(a, "model A"), check_run_name(b, "model B")) / f"{view}.json"
 
     def load(self) -> dict[tuple[str, str, str], Any]:
         out = {}
         for path in sorted(self.folder.glob("*__vs__*/*.json")):
-            a, b = path.parent.name.split("__vs__", 1)
+            a, b = pair_of_folder(path.parent.name)
             out[(a, b, path.stem)] = read_json_document(path)
         return out
 
