@@ -34,6 +34,8 @@ CLASSES = {
     "lock": "the lock holds whatever happens to its file (round 3, class 13)",
     "spellings": "a key re-spelt (round 3, class 9)",
     "keys": "a key is a header value, only in the environment (round 3, classes 7-8)",
+    "numbers": "no invented numbers: counts, prices, chat content (round 3, class 6)",
+    "unclear": "files named for what they are, one BOM and UTF-8 rule (round 3, class 19)",
 }
 
 # (pattern searched in the node id, class): the first that matches wins
@@ -42,6 +44,8 @@ RULES: list[tuple[str, str]] = [
     (r"test_hostile_spellings\.py", "spellings"),
     (r"test_hostile_keys\.py", "keys"),
     (r"test_hostile_lock\.py", "lock"),
+    (r"test_hostile_numbers\.py", "numbers"),
+    (r"test_hostile_unclear\.py", "unclear"),
     (r"number_no_double_holds|one_bad_number_or_repeated_key|\[(5000-digit-number|1e400)\]|beyond the range", "2"),
     (r"test_hostile_snapshots\.py::.*(kind|forged|manifest|another_view|relabelled)", "3"),
     (r"test_hostile_snapshots\.py", "snapshots"),
