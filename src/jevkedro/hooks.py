@@ -62,7 +62,11 @@ class ModelKeysFromCredentials:
             if not is_env_name(str(name)):
                 problems.append(f"credentials.yml: {CREDENTIALS_KEY} has an entry whose name is not an environment "
                                 "variable's (letters, digits and _); its value is not shown")
-            elif value is not None and (isinstance(value, bool) or not isinstance(value, (str, int))):
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):  # YAML changed it: 0123 -> 83
+                problems.append(f"{where}: must be the key itself as a quoted string; YAML read the unquoted value "
+                                f"as a number ({type(value).__name__}), which may not be the key as written; "
+                                "its value is not shown")
+            elif value is not None and not isinstance(value, str):
                 problems.append(f"{where}: must be the key itself (a string), not a {type(value).__name__}")
             elif value is not None and header_problem(str(value)):
                 problems.append(f"{where}: the key cannot be sent as an HTTP header value: it holds "

@@ -100,3 +100,16 @@ def test_a_mapping_where_credentials_want_a_key_is_refused(project, server, monk
     with pytest.raises(SettingsError) as excinfo:
         _run(project, server, api_key_env="JEV_KEYS_TEST")
     _refused(excinfo, "model_api_keys.JEV_KEYS_TEST: must be the key itself (a string), not a dict")
+
+
+@pytest.mark.parametrize("written", ["0123", "12_345", "12:30:45", "0x1F", "1e5", "20240131"])
+def test_an_unquoted_key_yaml_reads_as_a_number_is_refused_not_sent_changed(project, server, monkeypatch, written):
+    # YAML 1.1 reads 0123 as 83, 12:30:45 as 45045: the key sent would not be the key written
+    monkeypatch.delenv("JEV_KEYS_TEST", raising=False)
+    (project / "conf" / "local" / "credentials.yml").write_text(f"model_api_keys:\n  JEV_KEYS_TEST: {written}\n",
+                                                                 encoding="utf-8")
+    before = server.total
+    with pytest.raises(SettingsError) as excinfo:
+        _run(project, server, api_key_env="JEV_KEYS_TEST")
+    _refused(excinfo, "model_api_keys.JEV_KEYS_TEST: must be the key itself as a quoted string", secret=written)
+    assert server.total == before
