@@ -28,6 +28,7 @@ from kedro.framework.hooks import hook_impl
 
 from jevkedro import console
 from jevkedro.config import SettingsError
+from jevkedro.files import file_problem
 from jevkedro.nodes import output_lock
 from jevkedro.nodes.report import summary_line
 from jevkedro.nodes.tracking import fail_stale_runs, jevkedro_experiment_ids, log_failed_view_run
@@ -46,6 +47,7 @@ CREDENTIALS_KEY = "model_api_keys"
 class ModelKeysFromCredentials:
     @hook_impl
     def after_context_created(self, context) -> None:
+        _refuse_unreadable_credentials(context.config_loader)
         try:
             credentials = context.config_loader["credentials"]
         except (MissingConfigException, KeyError):
@@ -80,6 +82,21 @@ class ModelKeysFromCredentials:
                 exported.append(str(name))
         if exported:
             log.info("API keys from credentials.yml exported as %s", ", ".join(sorted(exported)))
+
+
+def _refuse_unreadable_credentials(loader: Any) -> None:
+    """Kedro passes over a credentials file that is no regular file (an empty folder, a FIFO, a
+    device, a broken symlink) as if there were none; name it (:func:`jevkedro.files.file_problem`)
+    rather than let the run say later that the key's variable is unset. A folder holding files is
+    kedro's own credentials folder layout, and is read as such."""
+    root = Path(getattr(loader, "conf_source", "conf"))
+    envs = dict.fromkeys(e for e in (getattr(loader, "base_env", None), getattr(loader, "env", None)
+                                     or getattr(loader, "default_run_env", None)) if e)
+    problems = [problem for env in envs for path in sorted((root / env).glob("credentials*"))
+                if path.suffix in (".yml", ".yaml", ".json") and not (path.is_dir() and any(path.iterdir()))
+                and (problem := file_problem(path, "credentials file"))]
+    if problems:
+        raise SettingsError(problems)
 
 
 class CheckSettings:
