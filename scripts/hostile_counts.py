@@ -39,6 +39,8 @@ CLASSES = {
     "gate settings": "gate and range settings say what they mean (round 3, class 19)",
     "names": "names, never paths; output names never collide (round 3, classes 10-11)",
     "readers": "hand-edited reports, damaged logs: named, never written (round 3, classes 12, 19)",
+    "numbers": "no invented numbers: counts, prices, chat content (round 3, class 6)",
+    "unclear": "files named for what they are, one BOM and UTF-8 rule (round 3, class 19)",
 }
 
 # (pattern searched in the node id, class): the first that matches wins
@@ -53,6 +55,8 @@ RULES: list[tuple[str, str]] = [
     (r"test_hostile_names\.py::.*(never_paths|never_a_path|only_for_a_model_name|join_alike|one_per_pair|own_outputs"
      r"|beside_the_model_folders)", "names"),
     (r"test_hostile_names\.py", "readers"),
+    (r"test_hostile_numbers\.py", "numbers"),
+    (r"test_hostile_unclear\.py", "unclear"),
     (r"number_no_double_holds|one_bad_number_or_repeated_key|\[(5000-digit-number|1e400)\]|beyond the range", "2"),
     (r"test_hostile_snapshots\.py::.*(kind|forged|manifest|another_view|relabelled)", "3"),
     (r"test_hostile_snapshots\.py", "snapshots"),

@@ -128,11 +128,14 @@ def test_a_malformed_line_names_the_column_of_the_fault(snapshot, tmp_path):
     assert f"answers.jsonl:2: not valid JSON: Expecting property name enclosed in double quotes at column {column}" in str(err.value)
 
 
-def test_a_byte_order_mark_and_crlf_line_ends_are_read(snapshot, tmp_path):
-    text = "\ufeff" + line("r00000", {"answers": answers()}) + "\r\n\r\n" + line("r00001", {"answers": answers()}) + "\r\n"
+def test_crlf_line_ends_are_read_and_a_byte_order_mark_is_refused(snapshot, tmp_path):
+    text = line("r00000", {"answers": answers()}) + "\r\n\r\n" + line("r00001", {"answers": answers()}) + "\r\n"
     summary, _, table = replay(snapshot, tmp_path, text)
     assert summary["statuses"] == {"ok": 2, "unattempted": 1}
     assert table.status.tolist()[:6] == ["ok"] * 6
+    (tmp_path / "bom").mkdir()
+    with pytest.raises(SourceFormatError, match=r"answers.jsonl:1: not valid JSON: a byte-order mark \(U\+FEFF\)"):
+        replay(snapshot, tmp_path / "bom", "\ufeff" + text)  # one rule for every JSON text (jsonparse)
 
 
 def _read(tmp_path, lines: list[bytes]):

@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from jevkedro.config import PrepareOptions, parse_prepare_options
+from jevkedro.files import check_file, present
 from jevkedro.nodes.snapshot import SnapshotError, SourceFile, SourceFormatError, atomic_write_json, commit_dataset
+from jevkedro.nodes.sources import read_source_document
 from jevkedro.protocol import DATA_KINDS, OWN_DATA_KINDS, candidates_for
 
 DEFAULT_SNAPSHOT_ROOT = Path("data/02_snapshots")
@@ -192,7 +194,7 @@ def check_data_kind(folder: str | Path, family: str, data: str,
     refused as ``official``, and a marked folder must hold files stamped with its kind.
     """
     path = Path(folder) / DATA_KIND_MARKER
-    marker = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    marker = read_marker(path) if present(path) else None  # a folder or FIFO in its place is refused
     if data == "official":
         if marker is not None:
             raise SnapshotError(
@@ -212,6 +214,16 @@ def check_data_kind(folder: str | Path, family: str, data: str,
             )
     if file_marker is not None:
         _check_file_marker(Path(file_marker[0]), data, file_marker[1])
+    return marker
+
+
+def read_marker(path: Path) -> dict[str, Any]:
+    """A folder's data-kind marker: a regular file (:func:`jevkedro.files.check_file`) holding a
+    JSON object, read by the strict source reader; anything else is refused naming the file."""
+    check_file(path, "data-kind marker", SnapshotError)
+    marker = read_source_document(str(path), path.read_bytes())
+    if not isinstance(marker, dict):
+        raise SourceFormatError(f"{path}: expected a JSON object (a data-kind marker), got {type(marker).__name__}")
     return marker
 
 

@@ -28,6 +28,7 @@ from kedro.framework.hooks import hook_impl
 
 from jevkedro import console
 from jevkedro.config import SettingsError
+from jevkedro.files import file_problem
 from jevkedro.nodes import output_lock
 from jevkedro.nodes.report import summary_line
 from jevkedro.nodes.tracking import fail_stale_runs, jevkedro_experiment_ids, log_failed_view_run
@@ -46,6 +47,7 @@ CREDENTIALS_KEY = "model_api_keys"
 class ModelKeysFromCredentials:
     @hook_impl
     def after_context_created(self, context) -> None:
+        _refuse_unreadable_credentials(context.config_loader)
         try:
             credentials = context.config_loader["credentials"]
         except (MissingConfigException, KeyError):
@@ -62,7 +64,11 @@ class ModelKeysFromCredentials:
             if not is_env_name(str(name)):
                 problems.append(f"credentials.yml: {CREDENTIALS_KEY} has an entry whose name is not an environment "
                                 "variable's (letters, digits and _); its value is not shown")
-            elif value is not None and (isinstance(value, bool) or not isinstance(value, (str, int))):
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):  # YAML changed it: 0123 -> 83
+                problems.append(f"{where}: must be the key itself as a quoted string; YAML read the unquoted value "
+                                f"as a number ({type(value).__name__}), which may not be the key as written; "
+                                "its value is not shown")
+            elif value is not None and not isinstance(value, str):
                 problems.append(f"{where}: must be the key itself (a string), not a {type(value).__name__}")
             elif value is not None and header_problem(str(value)):
                 problems.append(f"{where}: the key cannot be sent as an HTTP header value: it holds "
@@ -76,6 +82,21 @@ class ModelKeysFromCredentials:
                 exported.append(str(name))
         if exported:
             log.info("API keys from credentials.yml exported as %s", ", ".join(sorted(exported)))
+
+
+def _refuse_unreadable_credentials(loader: Any) -> None:
+    """Kedro passes over a credentials file that is no regular file (an empty folder, a FIFO, a
+    device, a broken symlink) as if there were none; name it (:func:`jevkedro.files.file_problem`)
+    rather than let the run say later that the key's variable is unset. A folder holding files is
+    kedro's own credentials folder layout, and is read as such."""
+    root = Path(getattr(loader, "conf_source", "conf"))
+    envs = dict.fromkeys(e for e in (getattr(loader, "base_env", None), getattr(loader, "env", None)
+                                     or getattr(loader, "default_run_env", None)) if e)
+    problems = [problem for env in envs for path in sorted((root / env).glob("credentials*"))
+                if path.suffix in (".yml", ".yaml", ".json") and not (path.is_dir() and any(path.iterdir()))
+                and (problem := file_problem(path, "credentials file"))]
+    if problems:
+        raise SettingsError(problems)
 
 
 class CheckSettings:

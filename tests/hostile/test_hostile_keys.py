@@ -3,8 +3,10 @@
 Whole `kedro run` sessions (in-process) of zh_decision_bench against a loopback System One server
 that counts requests: a key holding a line break or a non-ASCII letter (in credentials.yml or the
 environment), a key's value where model.api_key_env wants a variable's NAME, a key inside another
-setting, a mapping where credentials.yml wants a key. Each is refused before any request, naming
-the setting or variable, and the key is in no message and no file."""
+setting, a mapping or an unquoted number (YAML reads 0123 as 83) where credentials.yml wants a key,
+a credentials.yml that is a folder, a FIFO or /dev/zero (which kedro passes over as if absent).
+Each is refused before any request, naming the setting, variable or file, and the key is in no
+message and no file."""
 
 from __future__ import annotations
 
@@ -100,3 +102,32 @@ def test_a_mapping_where_credentials_want_a_key_is_refused(project, server, monk
     with pytest.raises(SettingsError) as excinfo:
         _run(project, server, api_key_env="JEV_KEYS_TEST")
     _refused(excinfo, "model_api_keys.JEV_KEYS_TEST: must be the key itself (a string), not a dict")
+
+
+@pytest.mark.parametrize("written", ["0123", "12_345", "12:30:45", "0x1F", "1e5", "20240131"])
+def test_an_unquoted_key_yaml_reads_as_a_number_is_refused_not_sent_changed(project, server, monkeypatch, written):
+    # YAML 1.1 reads 0123 as 83, 12:30:45 as 45045: the key sent would not be the key written
+    monkeypatch.delenv("JEV_KEYS_TEST", raising=False)
+    (project / "conf" / "local" / "credentials.yml").write_text(f"model_api_keys:\n  JEV_KEYS_TEST: {written}\n",
+                                                                 encoding="utf-8")
+    before = server.total
+    with pytest.raises(SettingsError) as excinfo:
+        _run(project, server, api_key_env="JEV_KEYS_TEST")
+    _refused(excinfo, "model_api_keys.JEV_KEYS_TEST: must be the key itself as a quoted string", secret=written)
+    assert server.total == before
+
+
+@pytest.mark.parametrize("kind, what", [("folder", "is a folder"), ("fifo", "is a FIFO"),
+                                        ("zero", "a symlink to /dev/zero, is a character device")])
+def test_a_credentials_file_that_is_no_regular_file_is_named_not_passed_over(project, server, monkeypatch, kind, what):
+    # kedro skips it as if there were none: the run would only say later that the key's variable is unset
+    import os
+
+    monkeypatch.delenv("JEV_KEYS_TEST", raising=False)
+    path = project / "conf" / "local" / "credentials.yml"
+    {"folder": path.mkdir, "fifo": lambda: os.mkfifo(path), "zero": lambda: path.symlink_to("/dev/zero")}[kind]()
+    before = server.total
+    with pytest.raises(SettingsError) as excinfo:
+        _run(project, server, api_key_env="JEV_KEYS_TEST")
+    _refused(excinfo, f"credentials file {path}", what)
+    assert server.total == before

@@ -1,6 +1,7 @@
-"""Round 3, class 6 — no invented numbers: a cost from token counts that are negative, booleans or
-fractions is unknown (null), never a number; a price no double holds finitely is refused; a chat
-reply whose content is not text (an integer, a list of byte values) is no answer."""
+"""Round 3, class 6 — no invented numbers: a cost from token counts that are negative, booleans,
+fractions or past 2**53 (a 300-digit integer) is unknown (null), never a number; a price no double
+holds finitely, or so large that a cost would overflow to infinity, is refused; a chat reply whose
+content is not text (an integer, a list of byte values) is no answer."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ TARIFF = Tariff(input_per_1m=1.0, output_per_1m=2.0)
     {"input_tokens": -5_000_000, "output_tokens": 0}, {"input_tokens": True}, {"input_tokens": 10, "output_tokens": -1},
     {"input_tokens": 1.5}, {"input_tokens": float("inf")}, {"input_tokens": float("nan")}, {"input_tokens": "10"},
     {"input_tokens": 10, "output_tokens": False}, {"input_tokens": 1, "output_tokens": 1e300},
+    {"input_tokens": 10**300}, {"input_tokens": 2**53}, {"input_tokens": 1, "output_tokens": 2**60},
 ])
 def test_token_counts_that_are_no_counts_give_no_cost(usage):
     assert TARIFF.cost(usage) is None
@@ -31,8 +33,9 @@ def test_real_counts_are_priced():
 
 
 @pytest.mark.parametrize("key", ["price_input_per_1m", "price_output_per_1m"])
-@pytest.mark.parametrize("value", [float("inf"), 1e400, float("nan")])
+@pytest.mark.parametrize("value", [float("inf"), 1e400, float("nan"), 1e308, 2e9])
 def test_a_price_no_double_holds_finitely_is_refused(key, value):
+    # 1e308 is a double, but 1,000 tokens at it cost infinity: a price is at most 1e9 USD per 1M
     with pytest.raises(SettingsError, match=f"model.{key}"):
         ModelSettings.parse({"adapter": "sparrow", key: value})
     with pytest.raises(ValidationError):

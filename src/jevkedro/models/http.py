@@ -395,8 +395,8 @@ class HttpAdapter(Adapter):
         if not 200 <= status < 300:
             return AdapterResult(status="error", failure="server", error=f"HTTP {status}: {self._excerpt(text)}",
                                  raw=text, http_status=status, server_request_id=request_id)
-        try:  # repeated keys are found and numbers beyond the double range read as infinity
-            parsed = parse_json(text)
+        try:  # the bytes: not UTF-8 is malformed, never U+FFFD (jsonparse's rules: repeats, numbers, BOM)
+            parsed = parse_json(body.data())
         except JSONTextError as exc:
             return AdapterResult(status="error", failure="malformed", error=f"HTTP {status} with a body that is not JSON ({exc})",
                                  raw=text, http_status=status, server_request_id=request_id)

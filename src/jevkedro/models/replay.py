@@ -1,8 +1,8 @@
 """Replay adapter: scores answers recorded elsewhere.
 
-Reads a JSONL file whose lines are ``{"request_id": ..., "response": <System One body>}`` (UTF-8;
-a byte-order mark at the start is allowed, blank lines are skipped). Requests with no line are
-``unattempted``. The response is kept as recorded; validity is judged at scoring time. Lines are
+Reads a JSONL file whose lines are ``{"request_id": ..., "response": <System One body>}`` (UTF-8
+without a byte-order mark, the rule of every JSON text read; blank lines are skipped). Requests
+with no line are ``unattempted``. The response is kept as recorded; validity is judged at scoring time. Lines are
 read with :func:`jevkedro.nodes.jsonparse.parse_json`, so:
 
 - a line that is not JSON, not UTF-8 or not a replay record is refused naming file, line and
@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
+from jevkedro.files import check_file
 from jevkedro.models.base import Adapter, AdapterResult, BodyFields
 from jevkedro.models.settings import AdapterOptions
 from jevkedro.models.systemone import SystemOneAdapter
@@ -43,8 +42,6 @@ from jevkedro.nodes.snapshot import SourceFormatError
 log = logging.getLogger(__name__)
 
 PREFLIGHT_LINE_BYTES = 1 << 24  # the settings check judges the first line when it is at most this long
-_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
-          stat.S_IFSOCK: "a socket"}
 
 
 class ReplayFileError(SourceFormatError, FileNotFoundError):
@@ -52,20 +49,17 @@ class ReplayFileError(SourceFormatError, FileNotFoundError):
 
 
 def _first_line(path: Path) -> tuple[int, bytes | None]:
-    """The first non-blank line (without its newline; a leading byte-order mark dropped) and its
-    number, or None when the file has none or it is longer than the settings check reads."""
+    """The first non-blank line (without its newline) and its number, or None when the file has
+    none or it is longer than the settings check reads."""
     with open(path, "rb") as f:
         for lineno in range(1, 1 << 20):
             line = f.readline(PREFLIGHT_LINE_BYTES + 1)
             if not line or len(line) > PREFLIGHT_LINE_BYTES:
                 return lineno, None
-            if lineno == 1:
-                line = line.removeprefix(BOM)
             if line.strip():
                 return lineno, line.removesuffix(b"\n")
     return 1, None
 
-BOM = b"\xef\xbb\xbf"
 UNKNOWN_IDS_NAMED = 10  # how many unknown request ids the run metadata names (all are counted)
 
 
@@ -133,17 +127,8 @@ class ReplayAdapter(Adapter):
 
     def _check_file(self) -> None:
         """Refuse a ``model.path`` that is not a regular, readable file, saying what it is instead."""
-        try:
-            mode = self.path.stat().st_mode  # follows a symlink: what would be read
-        except FileNotFoundError:
-            raise ReplayFileError(f"replay file not found: {self.path} (model.path)") from None
-        except OSError as exc:
-            raise ReplayFileError(f"model.path {self.path}: cannot be read ({exc.strerror})") from None
-        if not stat.S_ISREG(mode):
-            what = "a folder" if stat.S_ISDIR(mode) else _KINDS.get(stat.S_IFMT(mode), "not a regular file")
-            raise ReplayFileError(f"model.path {self.path} is {what}, not a replay file (a JSONL file on disk)")
-        if not os.access(self.path, os.R_OK):
-            raise ReplayFileError(f"model.path {self.path}: cannot be read (permission denied)")
+        check_file(self.path, "replay file", ReplayFileError, expected="a replay file (a JSONL file on disk)",
+                   setting="model.path")
 
     def setup(self) -> None:
         """Read the file once: every line parsed (lines end only at ``\\n``), the first fault refused."""
@@ -152,8 +137,6 @@ class ReplayAdapter(Adapter):
         self._check_file()
         data = self.path.read_bytes()
         sha256 = hashlib.sha256(data).hexdigest()
-        if data.startswith(BOM):
-            data = data[len(BOM):]
         lines: dict[str, bytes] = {}
         first_line: dict[str, int] = {}
         for lineno, line in enumerate(data.split(b"\n"), start=1):

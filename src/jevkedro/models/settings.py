@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 PositiveInt = Annotated[StrictInt, Ge(1)]
 NonNegativeFloat = Annotated[StrictFloat, Ge(0), AllowInfNan(False)]  # 1e400 reads as infinity: refused
 PositiveFloat = Annotated[StrictFloat, Gt(0), AllowInfNan(False)]
+# USD per 1M tokens. No model costs a billion: a larger price is a slip, and under the cap a cost
+# (a count is at most 2**53 tokens, nodes.engine.Tariff) and any run's total stay finite numbers.
+MAX_PRICE_PER_1M = 1e9
+Price = Annotated[StrictFloat, Ge(0), Le(MAX_PRICE_PER_1M), AllowInfNan(False)]
 
 # -- the engine ------------------------------------------------------------------------------------
 
@@ -59,8 +63,8 @@ class EngineSettings(Settings):
     fsync: Literal["always", "interval", "never"] = "interval"
     fsync_interval_s: PositiveFloat = 1.0
     progress: NonNegativeFloat = Field(5.0, description="seconds between progress lines; 0: only at the end")
-    price_input_per_1m: NonNegativeFloat | None = Field(None, description="USD per 1M input tokens (unknown: null)")
-    price_output_per_1m: NonNegativeFloat | None = Field(None, description="USD per 1M output tokens (unknown: null)")
+    price_input_per_1m: Price | None = Field(None, description="USD per 1M input tokens (unknown: null)")
+    price_output_per_1m: Price | None = Field(None, description="USD per 1M output tokens (unknown: null)")
     executor: Literal["local", "dask"] = "local"
     workers: PositiveInt = Field(2, description="dask: LocalCluster worker processes")
     scheduler: str | None = Field(None, description="dask: address of an existing scheduler")

@@ -36,6 +36,7 @@ from typing import Annotated, Any, Literal
 from annotated_types import Ge
 from pydantic import Field, StrictInt
 
+from jevkedro.files import file_problem
 from jevkedro.models.base import AdapterResult, BodyFields
 from jevkedro.models.http import HttpAdapter, HttpReply, WireRequest
 from jevkedro.models.settings import PositiveInt
@@ -192,8 +193,9 @@ class SystemOneAdapter(HttpAdapter):
             if "://" in url or url.startswith("data:"):
                 return AdapterResult(status="unsupported", error=f"image {url[:80]!r} is not a local asset path")
             path = self.media_root / url
-            if not path.is_file():
-                return AdapterResult(status="error", failure="request", error=f"image file not found: {path}")
+            problem = file_problem(path, "image file", setting="model.media_root")
+            if problem is not None:
+                return AdapterResult(status="error", failure="request", error=problem)
             mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
             files.append(("image", (path.name, path.read_bytes(), mime)))
         encoded = httpx.Request("POST", self.endpoint, data={"request": json.dumps(body, ensure_ascii=False)}, files=files)

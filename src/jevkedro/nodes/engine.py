@@ -72,7 +72,7 @@ def _token_count(value: Any) -> int | None:
         return None
     if not math.isfinite(value) or value < 0 or value != int(value):
         return None
-    if isinstance(value, float) and value >= 2**53:  # a float this large counts nothing exactly
+    if value >= 2**53:  # no reply uses this many tokens (and no float counts them exactly): an invented count
         return None
     return int(value)
 

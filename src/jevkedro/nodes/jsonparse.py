@@ -16,6 +16,10 @@ reads all of them with one set of rules:
   (or fail to parse at all past Python's 4,300-digit limit). Integers within range stay exact.
   ``NaN``/``Infinity`` literals are accepted (what ``json.dumps`` writes for non-finite floats);
   validation judges such numbers, the parser does not.
+- **Text is UTF-8, without a byte-order mark.** Bytes that are not UTF-8 (anywhere: inside a
+  string too, never replaced by U+FFFD) and a byte-order mark (U+FEFF) before the document (RFC
+  8259 §8.1: JSON text has none) are faults like any other syntax error, the same in an HTTP reply
+  body, a replay file's line and an upstream source; callers that hold bytes pass the bytes.
 - **Faults are located.** :class:`JSONTextError` carries the 1-based line and column of the fault
   (columns count characters; a byte that is not UTF-8 is named by its byte column), so callers
   can name file, line and column.
@@ -41,6 +45,9 @@ _LONG_RUN = b"0" * LONG_DIGITS
 _DECODER = msgspec.json.Decoder()
 _ENCODER = msgspec.json.Encoder()
 _FAST_ERRORS = (msgspec.DecodeError, RecursionError, ValueError, OverflowError)
+BOM = "\ufeff"
+_BOM_UTF8 = BOM.encode("utf-8")
+BOM_FAULT = "a byte-order mark (U+FEFF) before the JSON text, which has none (RFC 8259 section 8.1)"
 
 Path = tuple[str | int, ...]
 
@@ -128,16 +135,20 @@ def _msgspec_value(raw: bytes) -> tuple[bool, Any]:
 
 def read_exact(raw: bytes) -> ParsedJSON:
     """:func:`parse_json` by the standard library alone (the reader that decides every case)."""
+    if raw.startswith(_BOM_UTF8):
+        raise JSONTextError(BOM_FAULT, 1, 1)
     return _exact(_decode_text(raw))
 
 
 def parse_json(data: bytes | bytearray | memoryview | str) -> ParsedJSON:
     """Decode one JSON document with the rules in the module docstring.
 
-    Raises :class:`JSONTextError` (line, column) for text that is not JSON, not UTF-8 or nested
-    too deeply to read.
+    Raises :class:`JSONTextError` (line, column) for text that is not JSON, not UTF-8, starts with
+    a byte-order mark or is nested too deeply to read.
     """
     raw: bytes | None
+    if (data[:1] == BOM) if isinstance(data, str) else (data[:3] == _BOM_UTF8):  # a memoryview compares by content
+        raise JSONTextError(BOM_FAULT, 1, 1)
     if isinstance(data, str):
         try:
             raw = data.encode("utf-8")

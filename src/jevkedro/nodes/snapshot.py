@@ -37,6 +37,7 @@ import numpy as np
 
 from jevkedro import __version__
 from jevkedro.errors import UserError
+from jevkedro.files import check_file, present
 from jevkedro.nodes.jsonparse import JSONTextError, dumps_utf8, parse_json
 from jevkedro.nodes.layout import QuestionLayout, question_layout
 from jevkedro.protocol import DATA_KINDS, ProtocolError, SnapshotRow, Target, dumps
@@ -545,6 +546,9 @@ def load_snapshot(root: str | Path, view: str) -> Snapshot:
     beside the snapshot). Rows are decoded again when used (:class:`SnapshotRows`).
     """
     tsv_path, manifest_path = snapshot_paths(root, view)
+    for path in (tsv_path, manifest_path):  # a folder or FIFO there is named, not "no snapshot"
+        if present(path):
+            check_file(path, "snapshot file", SnapshotError, "; prepare the snapshot again")
     if not tsv_path.is_file() or not manifest_path.is_file():
         raise SnapshotError(f"no snapshot for {view} in {Path(root)}: run its prepare_snapshot node first")
     manifest = read_manifest(manifest_path, view)

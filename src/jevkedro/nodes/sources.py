@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from jevkedro.errors import UserError
+from jevkedro.files import check_file
 from jevkedro.nodes.jsonparse import JSONTextError, describe_path, parse_json
 from jevkedro.nodes.snapshot import SnapshotError, SourceFile, SourceFormatError, sha256_file
 
@@ -99,10 +100,10 @@ def json_cell(where: str, column: str, text: Any) -> Any:
 
 
 def check_source(path: str | Path, pin: dict[str, Any] | None) -> SourceFile:
-    """Hash an upstream file and compare it with its pin; a mismatch names the file and both values."""
-    path = Path(path)
-    if not path.is_file():
-        raise SnapshotError(f"source file not found: {path}")
+    """Hash an upstream file and compare it with its pin; a mismatch names the file and both values,
+    and a path that is no regular file (a folder, a FIFO, ``/dev/zero``) is named for what it is
+    (:func:`jevkedro.files.file_problem`)."""
+    path = check_file(path, "source file", SnapshotError)
     digest = sha256_file(path)
     size = path.stat().st_size
     info = {k: v for k, v in (pin or {}).items() if k not in {"file", "sha256", "bytes"}}

@@ -38,6 +38,7 @@ from typing import Any
 
 from jevkedro.config import PrepareOptions
 from jevkedro.family import Release, check_data_kind, expected_for, family_manifest, make_prepare, wire_question
+from jevkedro.files import check_file, present
 from jevkedro.nodes.jsonparse import JSONTextError, parse_json
 from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFile, SourceFormatError, collector_paused
 from jevkedro.nodes.sources import check_source, read_source_document, read_source_object
@@ -291,10 +292,8 @@ def check_steps(steps: dict[str, Any], pinned: dict[str, Any], source: Path) -> 
 
 def _source_file(folder: Path, pin: dict[str, Any], data: str) -> tuple[SourceFile, Any]:
     """Check one suite file against its pin; gzip files by their uncompressed sha256."""
-    path = folder / pin["file"]
-    if not path.is_file():
-        raise SnapshotError(f"suite file not found: {path}; rebuild the suite with the kit "
-                            f"(see src/jevkedro/pipelines/decision_index/README.md)")
+    path = check_file(folder / pin["file"], "suite file", SnapshotError,
+                      "; rebuild the suite with the kit (see src/jevkedro/pipelines/decision_index/README.md)")
     info = {k: v for k, v in pin.items() if k not in {"file", "sha256", "uncompressed_sha256", "bytes"}}
     if pin["file"].endswith(".gz"):
         rows, digest, size = read_jsonl_gz(path)
@@ -325,7 +324,7 @@ def read_release(options: PrepareOptions, view: str = "decision_index") -> Relea
     pins = {p["file"]: p for p in manifest["sources"][data]}
     files, loaded = [], {}
     for name, pin in pins.items():
-        if pin.get("optional") and not (source / name).is_file():
+        if pin.get("optional") and not present(source / name):  # a folder in its place is refused
             continue
         sf, rows = _source_file(source, pin, data)
         files.append(sf)

@@ -40,6 +40,7 @@ import numpy as np
 
 from jevkedro.config import PrepareOptions
 from jevkedro.family import OUR_RECORD_SOURCE, Release, check_data_kind, check_record_stamp, expected_for, family_manifest, make_prepare
+from jevkedro.files import check_file, present
 from jevkedro.nodes import compare as stats
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.reference import reference_report
@@ -330,14 +331,14 @@ def read_splits(path: Path) -> dict[str, str]:
 def check_splits(source: Path) -> dict[str, str] | None:
     """Check each test file against ``SPLITS.sha256`` when the release has one."""
     path = source / SPLITS_FILE
-    if not path.is_file():
+    if not present(path):
         return None
+    check_file(path, "checksum file", SnapshotError)
     listed = read_splits(path)
     for rel in release_files():
         if rel not in listed:
             raise SnapshotError(f"{path}: lists no sha256 for {rel}")
-        if not (source / rel).is_file():
-            raise SnapshotError(f"source file not found: {source / rel}")
+        check_file(source / rel, "source file", SnapshotError)
         digest = sha256_file(source / rel)
         if digest != listed[rel]:
             raise SnapshotError(f"source {source / rel}: sha256 {digest} does not match {SPLITS_FILE} ({listed[rel]})")

@@ -33,6 +33,7 @@ from typing import Any
 
 from jevkedro.config import PrepareOptions
 from jevkedro.family import Release, check_data_kind, expected_for, family_manifest, make_prepare
+from jevkedro.files import present
 from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFormatError
 from jevkedro.nodes.sources import check_source, read_jsonl
 from jevkedro.nodes.validate import QuestionTable
@@ -198,7 +199,7 @@ def read_release(options: PrepareOptions, view: str = "jevbench") -> Release:
     check_data_kind(source, FAMILY, data)
     pins = manifest["sources"][data]  # listed in the load order: original, easy, hard
     for pin in pins:
-        if data == "official" and not (source / pin["file"]).is_file():
+        if data == "official" and not present(source / pin["file"]):  # what is there is judged by check_source
             raise SnapshotError(f"source file not found: {source / pin['file']}; fetch the release with "
                                 f"`python -m jevkedro.pipelines.jevbench.download --dest {source}`")
     files = tuple(check_source(source / pin["file"], pin) for pin in pins)

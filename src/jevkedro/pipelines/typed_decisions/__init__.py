@@ -34,6 +34,7 @@ import numpy as np
 
 from jevkedro.config import PrepareOptions
 from jevkedro.family import Release, check_data_kind, expected_for, family_manifest, make_prepare, wire_question
+from jevkedro.files import present
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.parquet_source import read_parquet_rows, where
 from jevkedro.nodes.reference import reference_report
@@ -212,7 +213,7 @@ def read_release(options: PrepareOptions, view: str = "typed_decisions") -> Rele
     source, data = Path(options.source), options.data
     check_data_kind(source, FAMILY, data)
     path = source / RELEASE_FILE
-    if not path.is_file():
+    if not present(path):  # what is there is judged by check_source
         near = sorted(p.name for p in source.glob("*.jsonl")) if source.is_dir() else []
         hint = (f" (found {near}: the Intern-Decision accuracy-v1 JSONL re-encoding is not this release)"
                 if near else "")

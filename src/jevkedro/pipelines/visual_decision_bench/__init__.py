@@ -29,7 +29,6 @@ confusion) for its groups ``overall``, ``task/<type>``, ``modality/<m>``,
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import Counter
@@ -44,10 +43,11 @@ from pydantic import Field
 
 from jevkedro import config
 from jevkedro.family import OUR_RECORD_SOURCE, Release, check_data_kind, check_record_stamp, expected_for, family_manifest, make_prepare
+from jevkedro.files import check_file, present
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.reference import reference_report
 from jevkedro.nodes.snapshot import PreparedView, Snapshot, SnapshotError, SourceFormatError, count_rows, sha256_file
-from jevkedro.nodes.sources import check_source, read_jsonl
+from jevkedro.nodes.sources import check_source, read_jsonl, read_source_document
 from jevkedro.nodes.validate import QuestionTable
 from jevkedro.protocol import NOUL_ORDER_TRUE_FIRST, QUESTION_FIELDS, SnapshotRow, Target
 
@@ -334,11 +334,12 @@ def check_media(source: Path, assets: Iterable[tuple[str, dict[str, str]]],
                 continue
             seen[p] = digest
             file = source / p
-            if not file.is_file():
+            if not present(file):
                 if verify_media == "all":
                     raise SnapshotError(f"{where}: media file not found: {file}")
                 missing.append(p)
                 continue
+            check_file(file, f"{where}: media file", SnapshotError)  # a folder or FIFO there is no missing file
             on_disk = sha256_file(file)
             hashed += 1
             if on_disk != digest:
@@ -373,12 +374,9 @@ def subset_statistics(rows: list[SnapshotRow]) -> dict[str, dict[str, Any]]:
 
 def read_statistics(path: Path) -> dict[str, Any] | None:
     """``statistics.json`` as published (None when the release has none)."""
-    if not path.is_file():
+    if not present(path):
         return None
-    try:
-        listed = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SourceFormatError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    listed = read_source_document(str(check_file(path, "statistics file", SnapshotError)), path.read_bytes())
     if not isinstance(listed, dict):
         raise SourceFormatError(f"{path}: expected an object of per-subset counts, got {type(listed).__name__}")
     return listed
@@ -450,7 +448,7 @@ def read_release(options: config.PrepareOptions, view: str = "visual_decision_be
     eval_path = source / EVAL_FILE
     files = [check_source(eval_path, pins.get(EVAL_FILE))]
     listed = None
-    if (source / ASSETS_MANIFEST).is_file():
+    if present(source / ASSETS_MANIFEST):  # optional; a folder or FIFO in its place is refused
         files.append(check_source(source / ASSETS_MANIFEST, pins.get(ASSETS_MANIFEST)))
         listed = read_assets_manifest(source / ASSETS_MANIFEST)
     records, in_view = [], []
