@@ -10,7 +10,7 @@ once in ``--work`` (a throw-away copy of the project, as ``bench_kedro_run.py`` 
 ``benchmarks/fixed_delay_server.py`` and runs, in a fresh process per repeat,
 ``kedro run --pipelines=decision_index --from-nodes=decision_index.verify_snapshot
 --to-nodes=decision_index.infer`` asking that server (a fresh ``model.name`` each time). With two or
-more cores the kedro process is pinned to core 0 and the server to core 1 (``taskset``).
+more cores the kedro process is pinned to core 0 and the server to core 1 (``taskset``; ``--cores``).
 
 Prints, per run: the infer step's rate (the engine's closing progress line) as a fraction of the
 ideal ``32 / 20 ms`` = 1,600 requests per second, and the kedro process's CPU seconds (user +
@@ -33,7 +33,7 @@ from bench_kedro_run import VIEW, make_project
 from process_timing import time_command
 
 ROOT = Path(__file__).resolve().parents[1]
-RATE = re.compile(r"(\d+)/(\d+) requests \(100%\), ([\d.]+) req/s")
+RATE = re.compile(r"(\d+)/(\d+)\s+requests\s+\(100%\),\s+([\d.]+)\s+req/s")
 
 
 def main() -> None:
@@ -43,6 +43,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--delay-s", type=float, default=0.02)
     ap.add_argument("--src", type=Path, default=ROOT / "src", help="the checkout's src/ whose code runs")
+    ap.add_argument("--cores", type=int, nargs=2, default=[0, 1], metavar=("CLIENT", "SERVER"),
+                    help="the cores of the kedro process and of the server (taskset)")
     args = ap.parse_args()
     src = args.src.resolve()
     import bench_kedro_run
@@ -55,12 +57,13 @@ def main() -> None:
 
         write_suite(suite, "synthetic")
     project = make_project(work)
-    env = {**os.environ, "PYTHONPATH": str(src), "KEDRO_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1"}
+    env = {**os.environ, "PYTHONPATH": str(src), "KEDRO_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1",
+           "COLUMNS": "250"}  # one console line per progress line
     source = f"{VIEW}.prepare.source={suite},{VIEW}.prepare.data=synthetic"
     subprocess.run([sys.executable, "-m", "kedro", "run", f"--pipelines={VIEW}", f"--to-nodes={VIEW}.prepare_snapshot",
                     f"--params={source}"], cwd=project, env=env, check=True, capture_output=True)
     pin = len(os.sched_getaffinity(0)) >= 2 and shutil.which("taskset") is not None
-    server = subprocess.Popen([*(["taskset", "-c", "1"] if pin else []), sys.executable,
+    server = subprocess.Popen([*(["taskset", "-c", str(args.cores[1])] if pin else []), sys.executable,
                                str(ROOT / "benchmarks" / "fixed_delay_server.py"), "--delay-s", str(args.delay_s)],
                               stdout=subprocess.PIPE, text=True, env=env)
     endpoint = (server.stdout.readline() if server.stdout else "").strip()
@@ -71,7 +74,7 @@ def main() -> None:
             model = (f"model.adapter=systemone,model.endpoint={endpoint},model.api_key_env=none,model.model=jev-1.13.0,"
                      f"model.concurrency={args.concurrency},model.name=http-bench-{i}-{time.time_ns()}")
             log = work / f"run-{i}.log"
-            cmd = [*(["taskset", "-c", "0"] if pin else []), sys.executable, "-m", "kedro", "run", f"--pipelines={VIEW}",
+            cmd = [*(["taskset", "-c", str(args.cores[0])] if pin else []), sys.executable, "-m", "kedro", "run", f"--pipelines={VIEW}",
                    f"--from-nodes={VIEW}.verify_snapshot", f"--to-nodes={VIEW}.infer", f"--params={source},{model}"]
             wrapped = [sys.executable, "-c", f"import subprocess,sys; sys.exit(subprocess.run(sys.argv[1:], "
                        f"stdout=open({str(log)!r}, 'w'), stderr=subprocess.STDOUT).returncode)", *cmd]

@@ -367,6 +367,40 @@ def test_a_proxy_named_in_the_environment_carries_the_requests(tmp_path, monkeyp
         assert summary["statuses"] == {"ok": 4} and proxy.total == 4
 
 
+def test_no_proxy_reaches_the_endpoint_directly(tmp_path, monkeypatch):
+    """NO_PROXY naming the endpoint's host wins over HTTP_PROXY (a proxy nobody listens on)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    for name in ("ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy", "http_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{dead}")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    with LoopbackServer() as srv:
+        summary, _ = _run(tmp_path, _settings(srv, concurrency=2), synthetic_rows(4))
+        assert summary["statuses"] == {"ok": 4} and srv.total == 4
+
+
+def test_a_netrc_entry_for_the_endpoint_changes_nothing_that_is_sent(tmp_path, monkeypatch):
+    """~/.netrc is not read for the endpoint: an open endpoint gets no Authorization header, a keyed
+    one exactly ``Bearer <key>`` (no netrc password, no clash between the two)."""
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login someone password netrc-secret\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".netrc").write_text(netrc.read_text())
+    (tmp_path / ".netrc").chmod(0o600)
+    monkeypatch.setenv("JEVKEDRO_NETRC_TEST_KEY", "sk-netrc-test-0123456789")
+    with LoopbackServer() as srv:
+        summary, _ = _run(tmp_path, _settings(srv, concurrency=2), synthetic_rows(2), name="open")
+        assert summary["statuses"] == {"ok": 2} and srv.auth_headers == [None, None]
+        keyed = _settings(srv, concurrency=2, api_key_env="JEVKEDRO_NETRC_TEST_KEY")
+        summary, _ = _run(tmp_path, keyed, synthetic_rows(2), name="keyed")
+        assert summary["statuses"] == {"ok": 2}
+        assert srv.auth_headers[2:] == ["Bearer sk-netrc-test-0123456789"] * 2
+
+
 def test_openai_compat_records(tmp_path):
     with LoopbackServer() as srv:
         settings = {"adapter": "openai_compat", "endpoint": srv.endpoint, "model": "gpt-test", "api_key_env": "",
