@@ -4,7 +4,7 @@ Command (from the repository root):
 
     KEDRO_DISABLE_TELEMETRY=true .venv/bin/python benchmarks/inference_throughput.py
 
-(any environment with the package, httpx and the ``dask`` extra installed works the same way).
+(any environment with the package and the ``dask`` extra installed works the same way).
 
 What it measures:
 
@@ -20,7 +20,7 @@ What it measures:
    Median of ``--repeats`` runs; every run starts from an empty predictions log
    and writes it as a real run does (append + flush per line, fsync at most once a second).
    Beside it, in the same run, the transport's own ceiling: a bare loop of the same POSTs through
-   the adapter's :meth:`~jevkedro.models.http.HttpAdapter.post_async` (httpx; no engine, no log),
+   the adapter's :meth:`~jevkedro.models.http.HttpAdapter.post_async` (aiohttp; no engine, no log),
    ``concurrency`` at once.
 2. The Dask executor on a LocalCluster of 2 worker processes (concurrency 1 in each) against the
    local executor at concurrency 1, same server: speed-up = local wall time / Dask wall time, on a

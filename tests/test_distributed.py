@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("distributed")
-pytest.importorskip("httpx")
+pytest.importorskip("aiohttp")
 
 import dask  # noqa: E402
 from distributed import Client  # noqa: E402

@@ -1,4 +1,4 @@
-"""The one HTTP transport of the remote adapters (httpx.AsyncClient on the engine's event loop).
+"""The one HTTP transport of the remote adapters (aiohttp on the engine's event loop).
 
 Everything runs against real loopback servers: how each kind of reply is recorded, keep-alive
 connections and their bound, the whole-request deadline, the stop rules and retries on the loop, a
@@ -24,7 +24,7 @@ from jevkedro.nodes.infer import run_inference
 from jevkedro.nodes.predictions_log import PredictionLog
 from jevkedro.testing import LoopbackServer, synthetic_rows, synthetic_snapshot, system_one_answers
 
-pytest.importorskip("httpx")
+pytest.importorskip("aiohttp")
 
 CAP = 8000
 
@@ -261,19 +261,18 @@ def _ask_once(port: int):
 
 
 @pytest.mark.parametrize("reply, text", [
-    (b"SSH-2.0-OpenSSH\r\n\r\n", "illegal status line"),
-    (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}", "peer closed connection without sending complete message body"),
-    (b"HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\n{}", "conflicting Content-Length"),
-    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "illegal chunk header"),
-    (b"HTTP/1.1 200 OK\r\nbroken header\r\n\r\n", "illegal header line"),
-    (b"", "Server disconnected without sending a response"),
+    (b"SSH-2.0-OpenSSH\r\n\r\n", "ClientResponseError: Bad status line"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}", "ClientPayloadError: Response payload is not completed"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\n{}", "ClientResponseError: Invalid character in Content-Length"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "ClientResponseError: Invalid character in chunk size"),
+    (b"HTTP/1.1 200 OK\r\nbroken header\r\n\r\n", "ClientResponseError: Invalid header token"),
+    (b"", "ServerDisconnectedError: Server disconnected"),
 ])
 def test_replies_that_are_not_http_are_connection_failures(reply, text):
     listener, port = _serve_once(reply)
     with listener:
         result = _ask_once(port)
-    assert (result.status, result.failure) == ("error", "connection") and "RemoteProtocolError" in result.error
-    assert text in result.error
+    assert (result.status, result.failure) == ("error", "connection") and text in result.error
 
 
 def test_a_reply_read_until_close_and_interim_replies():
@@ -343,18 +342,18 @@ def test_https_and_an_untrusted_certificate(tmp_path, monkeypatch):
     srv.httpd.socket = context.wrap_socket(srv.httpd.socket, server_side=True)
     with srv:
         settings = {**_settings(srv, concurrency=2), "endpoint": srv.endpoint.replace("http://", "https://")}
-        # not trusted (certifi's bundle, as httpx): a connection failure, nothing answered
+        # not trusted (the system's CAs): a connection failure, nothing answered
         summary, records = _run(tmp_path, settings, synthetic_rows(2), name="untrusted")
         assert {r["failure"] for r in records.values()} == {"connection"}
         assert "CERTIFICATE_VERIFY_FAILED" in records["r00000"]["error"]
-        monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # trusted the way httpx is told to trust it
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # trusted the way OpenSSL is told to trust it
         summary, records = _run(tmp_path, settings, synthetic_rows(8, {2: "500"}), name="trusted")
         assert summary["statuses"] == {"ok": 7, "error": 1}
         assert records["r00002"]["failure"] == "server" and records["r00002"]["http_status"] == 500
 
 
 def test_a_proxy_named_in_the_environment_carries_the_requests(tmp_path, monkeypatch):
-    """HTTP_PROXY is honoured as httpx documents: the endpoint itself (nobody listens there) is
+    """HTTP_PROXY is honoured as aiohttp's trust_env reads it: the endpoint itself (nobody listens there) is
     reached only through the proxy, which receives every request in absolute form."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -366,6 +365,40 @@ def test_a_proxy_named_in_the_environment_carries_the_requests(tmp_path, monkeyp
         settings = {**_settings(proxy, concurrency=2), "endpoint": f"http://127.0.0.1:{unreachable}/v1"}
         summary, records = _run(tmp_path, settings, synthetic_rows(4))
         assert summary["statuses"] == {"ok": 4} and proxy.total == 4
+
+
+def test_no_proxy_reaches_the_endpoint_directly(tmp_path, monkeypatch):
+    """NO_PROXY naming the endpoint's host wins over HTTP_PROXY (a proxy nobody listens on)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    for name in ("ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy", "http_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{dead}")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    with LoopbackServer() as srv:
+        summary, _ = _run(tmp_path, _settings(srv, concurrency=2), synthetic_rows(4))
+        assert summary["statuses"] == {"ok": 4} and srv.total == 4
+
+
+def test_a_netrc_entry_for_the_endpoint_changes_nothing_that_is_sent(tmp_path, monkeypatch):
+    """~/.netrc is not read for the endpoint: an open endpoint gets no Authorization header, a keyed
+    one exactly ``Bearer <key>`` (no netrc password, no clash between the two)."""
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login someone password netrc-secret\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".netrc").write_text(netrc.read_text())
+    (tmp_path / ".netrc").chmod(0o600)
+    monkeypatch.setenv("JEVKEDRO_NETRC_TEST_KEY", "sk-netrc-test-0123456789")
+    with LoopbackServer() as srv:
+        summary, _ = _run(tmp_path, _settings(srv, concurrency=2), synthetic_rows(2), name="open")
+        assert summary["statuses"] == {"ok": 2} and srv.auth_headers == [None, None]
+        keyed = _settings(srv, concurrency=2, api_key_env="JEVKEDRO_NETRC_TEST_KEY")
+        summary, _ = _run(tmp_path, keyed, synthetic_rows(2), name="keyed")
+        assert summary["statuses"] == {"ok": 2}
+        assert srv.auth_headers[2:] == ["Bearer sk-netrc-test-0123456789"] * 2
 
 
 def test_openai_compat_records(tmp_path):

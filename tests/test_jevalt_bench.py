@@ -443,7 +443,7 @@ def test_send_abstain_is_a_per_server_setting_recorded_per_request_and_run(tmp_p
     """Unknown 8: only with ``model.send_abstain=true`` does a JevAlt-style server get the
     top-level ``"abstain": true``, and only for requests offering ``unknown`` (a choice option,
     or a score question ending in the unknown level, e.g. the score-only row de-syn-g0101-a)."""
-    pytest.importorskip("httpx")
+    pytest.importorskip("aiohttp")
     from jevkedro.models import make_adapter
     from jevkedro.models.settings import EngineSettings
     from jevkedro.nodes.infer import run_inference

@@ -15,7 +15,7 @@ from jevkedro.nodes.report import build_report
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.testing import LoopbackServer, synthetic_rows, synthetic_snapshot
 
-pytest.importorskip("httpx")
+pytest.importorskip("aiohttp")
 
 
 def _run(tmp_path, rows, srv, **extra):

@@ -21,7 +21,7 @@ from jevkedro.nodes.report import build_report
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.testing import synthetic_rows, synthetic_snapshot
 
-pytest.importorskip("httpx")
+pytest.importorskip("aiohttp")
 
 GOOD = {"is_billing": '{"type": "noul", "noul": 0.8}',
         "queue": '{"type": "choice", "probabilities": {"billing": 0.5, "tech": 0.3, "other": 0.2}}',

@@ -19,7 +19,7 @@ from jevkedro.nodes.infer import run_inference
 from jevkedro.nodes.predictions_log import PredictionLog, PredictionLogError
 from jevkedro.testing import LoopbackServer, synthetic_rows, synthetic_snapshot
 
-pytest.importorskip("httpx")
+pytest.importorskip("aiohttp")
 
 N = 60
 CONCURRENCY = 4

@@ -19,7 +19,7 @@ import pytest
 from jevkedro.testing import LoopbackServer, system_one_answers
 from support import copy_project, leaks
 
-pytest.importorskip("httpx")
+pytest.importorskip("aiohttp")
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-jevtest-4f1c9e0b7d2a-DO-NOT-LEAK"

@@ -17,7 +17,7 @@ from jevkedro.nodes.validate import build_question_table
 from jevkedro.protocol import SnapshotRow, Target, candidates_for
 from jevkedro.testing import LoopbackServer, synthetic_rows, synthetic_snapshot
 
-pytest.importorskip("httpx")
+pytest.importorskip("aiohttp")
 
 
 @pytest.fixture

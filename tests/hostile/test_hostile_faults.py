@@ -28,7 +28,7 @@ from jevkedro.nodes.report import build_report, summary_line
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.testing import LoopbackServer, synthetic_rows, synthetic_snapshot
 
-pytest.importorskip("httpx")
+pytest.importorskip("aiohttp")
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

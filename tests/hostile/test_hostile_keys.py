@@ -16,7 +16,7 @@ from jevkedro.config import SettingsError
 from jevkedro.testing import LoopbackServer
 from support import copy_project, run_kedro
 
-pytest.importorskip("httpx")
+pytest.importorskip("aiohttp")
 
 VIEW = "zh_decision_bench"
 KEY = "hk-Zq81Lm07Wx55Pt3Rv"  # shares no 8-character piece with the other tests' keys (registered process-wide)

@@ -21,7 +21,7 @@ from hostile_support import ask, judged, leaks, lines, settings_for
 from jevkedro.redaction import REDACTED, Redactor, public_strings, redact_registered, register_secret
 from jevkedro.testing import LoopbackServer, system_one_answers
 
-pytest.importorskip("httpx")
+pytest.importorskip("aiohttp")
 
 KEY = "sk-jev/Test+4f1c9e0b7d2a=DO-NOT-LEAK"  # '/', '+' and '=' have escapes of their own
 KEY_ENV = "JEV_HOSTILE_SECRET"

@@ -17,7 +17,7 @@ from hostile_support import ask, judged, lines, settings_for
 from jevkedro.redaction import REDACTED, Redactor
 from jevkedro.testing import LoopbackServer, system_one_answers
 
-pytest.importorskip("httpx")
+pytest.importorskip("aiohttp")
 
 KEY = "sk-jev/Test+4f1c9e0b7d2a=DO-NOT-LEAK"
 DIGIT_KEY = "31415926535897932384"

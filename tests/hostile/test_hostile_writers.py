@@ -30,7 +30,7 @@ from jevkedro.nodes.predictions_log import PredictionLog, PredictionLogError, id
 from jevkedro.testing import LoopbackServer, synthetic_rows, synthetic_snapshot
 from support import copy_project, kedro_run, run_kedro
 
-pytest.importorskip("httpx")
+pytest.importorskip("aiohttp")
 
 N = 6
 

