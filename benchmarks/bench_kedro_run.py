@@ -14,7 +14,7 @@ throw-away copy of the project (``pyproject.toml``, ``conf/base``, an empty ``co
    --from-nodes=decision_index.verify_snapshot`` with the replay adapter on a file answering every
    request (uniform probabilities), a fresh ``model.name`` per repeat so nothing is reused.
 
-Prints each command's wall time and peak RSS (the kedro process; from ``getrusage`` of a wrapper that
+Prints each command's wall time, CPU seconds (user + system) and peak RSS (the kedro process; from ``getrusage`` of a wrapper that
 runs only that command) and their medians. The baseline in the same run is
 ``benchmarks/plain_scorer.py`` (standard-library ``csv`` + ``json``, overall accuracy/NLL/Brier in
 Python floats) over the same snapshot and answers: command 2 should stay within 8x it, peak RSS
@@ -54,18 +54,19 @@ def make_project(work: Path) -> Path:
 SRC = ROOT / "src"  # the code that runs (--src: another checkout's)
 
 
-def timed(project: Path, args: list[str]) -> tuple[float, int]:
+def timed(project: Path, args: list[str]) -> tuple[float, int, float]:
+    """``(wall s, peak RSS bytes, CPU s)`` of one ``kedro run``."""
     env = {**os.environ, "PYTHONPATH": str(SRC), "KEDRO_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1"}
-    wall, _, rss = time_command([sys.executable, "-m", "kedro", "run", *args], project, env)
-    return wall, rss
+    wall, cpu, rss = time_command([sys.executable, "-m", "kedro", "run", *args], project, env)
+    return wall, rss, cpu
 
 
-def timed_plain(project: Path, answers: Path) -> tuple[float, int]:
+def timed_plain(project: Path, answers: Path) -> tuple[float, int, float]:
     """benchmarks/plain_scorer.py (csv + json, Python floats) over the same snapshot and answers."""
     tsv = project / "data" / "02_snapshots" / f"{VIEW}.tsv"
-    wall, _, rss = time_command([sys.executable, str(ROOT / "benchmarks" / "plain_scorer.py"), str(tsv), str(answers)],
-                                project, dict(os.environ))
-    return wall, rss
+    wall, cpu, rss = time_command([sys.executable, str(ROOT / "benchmarks" / "plain_scorer.py"), str(tsv), str(answers)],
+                                  project, dict(os.environ))
+    return wall, rss, cpu
 
 
 def write_replay(project: Path, out: Path) -> int:
@@ -117,15 +118,19 @@ def main() -> None:
                                     f"--params={source},model.adapter=replay,model.path={answers},model.name=bench-{i}-{time.time_ns()}"]))
         plain.append(timed_plain(project, answers))
         print(f"repeat {i + 1}: prepare {prepare[-1][0]:.1f} s ({prepare[-1][1] / 2**30:.2f} GiB), "
-              f"verify->track {rest[-1][0]:.1f} s ({rest[-1][1] / 2**30:.2f} GiB), plain scorer {plain[-1][0]:.1f} s")
-    p_wall = statistics.median(w for w, _ in prepare)
-    r_wall = statistics.median(w for w, _ in rest)
+              f"verify->track {rest[-1][0]:.1f} s ({rest[-1][1] / 2**30:.2f} GiB), plain scorer {plain[-1][0]:.1f} s; "
+              f"CPU s: verify->track {rest[-1][2]:.1f}, plain scorer {plain[-1][2]:.1f} ({rest[-1][2] / plain[-1][2]:.2f}x)")
+    p_wall = statistics.median(w for w, _, _ in prepare)
+    r_wall = statistics.median(w for w, _, _ in rest)
     print(f"\nmedians over {args.repeats}: prepare {p_wall:.1f} s, verify->infer->score->track {r_wall:.1f} s "
           f"(ratio {r_wall / p_wall:.2f}x)")
-    q_wall = statistics.median(w for w, _ in plain)
+    q_wall = statistics.median(w for w, _, _ in plain)
     print(f"plain-Python scorer of the same answers {q_wall:.1f} s: verify->track is {r_wall / q_wall:.2f}x it (guard: <= 8x)")
-    print(f"peak RSS: prepare {max(m for _, m in prepare) / 2**30:.2f} GiB, "
-          f"verify->track {max(m for _, m in rest) / 2**30:.2f} GiB (target < 1.5 GB)")
+    r_cpu, q_cpu = statistics.median(c for _, _, c in rest), statistics.median(c for _, _, c in plain)
+    print(f"CPU seconds (user + system; steadier than wall time on a shared machine): verify->track {r_cpu:.1f}, "
+          f"plain scorer {q_cpu:.1f}: {r_cpu / q_cpu:.2f}x")
+    print(f"peak RSS: prepare {max(m for _, m, _ in prepare) / 2**30:.2f} GiB, "
+          f"verify->track {max(m for _, m, _ in rest) / 2**30:.2f} GiB (target < 1.5 GB)")
 
 
 if __name__ == "__main__":

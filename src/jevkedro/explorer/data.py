@@ -20,7 +20,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jevkedro.nodes.snapshot import each_row
+import msgspec
+import numpy as np
+
+from jevkedro.nodes.layout import QuestionLayout, question_layout
+from jevkedro.nodes.snapshot import Snapshot
+from jevkedro.nodes.validate import QuestionRecords
+from jevkedro.protocol import SnapshotRow, Target
 
 STATUSES = ("ok", "invalid", "unsupported", "unattempted", "error")
 NLL_FLOOR = 1e-12  # as the generic metrics (protocol §4)
@@ -40,7 +46,7 @@ def script_json(text: str) -> str:
     surrogate becomes its ``\\u`` escape (the page stays valid UTF-8). Only strings of a JSON text
     can hold either, so the text parses to the same value."""
     text = text.replace("<", "\\u003c")
-    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text if text.isascii() else _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _finite(obj: Any) -> Any:
@@ -58,9 +64,12 @@ def dumps(obj: Any) -> str:
     """Compact JSON of ``obj``, ASCII only (the page's data then costs one byte a character in
     memory, and a lone surrogate is an escape); non-finite numbers and unknown types as text."""
     try:
-        return json.dumps(obj, separators=(",", ":"), allow_nan=False, default=str)
+        return _ENCODE(obj)
     except ValueError:
-        return json.dumps(_finite(obj), separators=(",", ":"), allow_nan=False, default=str)
+        return _ENCODE(_finite(obj))
+
+
+_ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=str).encode
 
 
 class Codes:
@@ -94,50 +103,8 @@ def _gold(target: Any) -> Gold:
     return Gold(None if label is None else int(label), None if soft is None else [float(x) for x in soft], bool(unscored))
 
 
-@dataclass(frozen=True)
-class Row:
-    """What the explorer reads of a snapshot row (a :class:`~jevkedro.protocol.SnapshotRow` or its dict)."""
-
-    request_id: str
-    request: Mapping[str, Any]
-    candidates: Mapping[str, list[str]]
-    targets: Mapping[str, Any]
-    slices: Mapping[str, Any]
-
-
-def _row(row: Any) -> Row:
-    if isinstance(row, Mapping):
-        return Row(row["request_id"], row["request"], row["candidates"], row.get("targets") or {}, row.get("slices") or {})
-    return Row(row.request_id, row.request, row.candidates, row.targets, row.slices or {})
-
-
-def snapshot_rows(snapshot: Any) -> Iterable[Row]:
-    """The rows of a snapshot (anything with ``rows``) or of a sequence of rows, for one pass (a
-    loaded snapshot's rows decoded for it are not kept on the snapshot)."""
-    for row in each_row(getattr(snapshot, "rows", snapshot)):
-        yield _row(row)
-
-
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else ("" if value is None else str(value))
-
-
-def request_slices(row: Row) -> dict[str, str]:
-    """A request's own slice values as text (``type`` and ``question`` are columns of their own)."""
-    return {k: _text(v) for k, v in row.slices.items() if k not in ("questions", "type", "question")}
-
-
-def question_slices(row: Row, qid: str, base: dict[str, str] | None = None) -> dict[str, str]:
-    """A question's slice values as the report groups them: its request's slices (``base``, when
-    already made), then its own (``slices.questions.<id>``), as text."""
-    base = request_slices(row) if base is None else base
-    own = (row.slices.get("questions") or {}).get(qid)
-    if not own:
-        return base
-    out = {**base, **{k: _text(v) for k, v in own.items()}}
-    out.pop("type", None)
-    out.pop("question", None)
-    return out
 
 
 def state_text(state: Any) -> str:
@@ -168,33 +135,8 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def shared_fields(records: Iterable[Mapping[str, Any] | None]) -> tuple[dict[str, Any], list[str]]:
-    """The fields every record holds with one value (the model, the run's identity, ``usage: null``…)
-    and the key order of the first record: the page stores them once, each record without them,
-    and shows every record whole again (:func:`stored_record` is the other half)."""
-    common: dict[str, Any] | None = None
-    order: list[str] = []
-    for rec in records:
-        if rec is None:
-            continue
-        if common is None:
-            common = {k: v for k, v in rec.items() if k not in RECORD_OMIT}
-            order = [k for k in rec if k not in RECORD_OMIT]
-            continue
-        for k in [k for k, v in common.items() if not _same(rec.get(k, _ABSENT), v)]:
-            del common[k]
-        if not common:
-            break
-    return common or {}, order
-
-
 _ABSENT = object()
 _NO_ANSWER = ("unattempted", None, None, None)
-
-
-def stored_record(record: Mapping[str, Any] | None, common: Mapping[str, Any]) -> dict[str, Any] | None:
-    """``record`` without the fields the page stores once (``common``) and those it shows elsewhere."""
-    return None if record is None else {k: v for k, v in record.items() if k not in RECORD_OMIT and k not in common}
 
 
 def _latency_ms(record: Mapping[str, Any] | None) -> float | None:
@@ -218,88 +160,144 @@ class Side:
     order: list[str] = field(default_factory=list)
 
 
-class Assembly:
-    """Builds the columns of one page over a snapshot (questions in snapshot order)."""
+def _key(value: Any) -> bytes | str:
+    """A key equal for equal JSON values with their keys in one order: msgspec's encoding, or the
+    page's own text for what msgspec cannot encode (a lone surrogate, a huge integer)."""
+    try:
+        return _MSGSPEC(value)
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
+        return dumps(value)
 
-    def __init__(self) -> None:
-        self.qids, self.types, self.reasons, self.cands, self.instr = Codes(), Codes(), Codes(), Codes(), Codes()
+
+_MSGSPEC = msgspec.json.Encoder().encode
+
+
+def _request_text(request: Mapping[str, Any]) -> str:
+    """A request as JSON text: msgspec's (a snapshot's requests hold no non-finite number: its
+    writer refuses them), the page's :func:`dumps` for what msgspec cannot encode."""
+    try:
+        return _MSGSPEC(request).decode("utf-8")
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
+        return dumps(request)
+
+
+def _coded(items: Sequence[Any]) -> tuple[list[int], list[Any]]:
+    """Dictionary encoding of a whole column: codes in first-seen order and the distinct values."""
+    values = list(dict.fromkeys(items))
+    code = {v: i for i, v in enumerate(values)}
+    return list(map(code.__getitem__, items)), values
+
+
+def _snapshot_row(row: Any) -> SnapshotRow:
+    """A row given as a dict (tests, callers holding JSON) as a :class:`~jevkedro.protocol.SnapshotRow`."""
+    if isinstance(row, SnapshotRow):
+        return row
+    targets = {q: Target(label=g.label, probabilities=None if g.soft is None else tuple(g.soft), unscored=g.unscored)
+               for q, g in ((q, _gold(t)) for q, t in (row.get("targets") or {}).items())}
+    return SnapshotRow(row["request_id"], row["request"], row["candidates"], targets, row.get("slices") or {})
+
+
+def view_of(snapshot: Any) -> tuple[QuestionLayout, Iterable[tuple[str, Mapping[str, Any]]]]:
+    """The question layout of a snapshot (a loaded one's own; else laid out from its rows) and
+    its requests in order (a loaded snapshot decodes each request cell as it is read)."""
+    if isinstance(snapshot, Snapshot):
+        return snapshot.layout, snapshot.requests()
+    rows = [_snapshot_row(r) for r in getattr(snapshot, "rows", snapshot)]
+    return question_layout(rows), [(r.request_id, r.request) for r in rows]
+
+
+def judged_columns(questions: Iterable[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """The fields the page reads of every question record, as columns: the score node's
+    :class:`~jevkedro.nodes.validate.QuestionRecords` gives its own, rows of ``questions.jsonl``
+    are read one by one."""
+    if isinstance(questions, QuestionRecords):
+        return questions.columns()
+    cols: dict[str, list[Any]] = {k: [] for k in JUDGED_FIELDS}
+    for rec in questions:
+        for k in JUDGED_FIELDS:
+            cols[k].append(rec.get(k))
+    return cols
+
+
+JUDGED_FIELDS = ("request_id", "question", "status", "reason", "probabilities", "correct")
+
+
+class Assembly:
+    """Builds the columns of one page over a snapshot's layout (questions in snapshot order)."""
+
+    def __init__(self, snapshot: Any) -> None:
+        layout, requests = view_of(snapshot)
+        self.layout = layout
+        self.n = len(layout)
+        self.request_ids = list(layout.request_ids)
         self.statuses = Codes()
         for s in STATUSES:
             self.statuses(s)
-        self.qsets = Codes()
-        self.slice_codes: dict[str, Codes] = {}
-        self.slice_cols: dict[str, list[int]] = {}
-        self.request_ids: list[str] = []
+        self.reasons = Codes()
+        self.r = layout.request_index.tolist()
+        self.q, qids = _coded(layout.question_ids)
+        self.t, types = _coded(layout.qtypes)
+        cand_codes = layout.candidate_list_codes()
+        first = np.unique(cand_codes, return_index=True)[1].tolist()
+        self.cand_values = [layout.candidates_of(i) for i in first]
+        self.c = cand_codes.tolist()
+        self.strings = {"qids": qids, "types": types}
+        self.label = layout.target_label.tolist()
+        self.hard = layout.label >= 0
+        soft = np.flatnonzero(layout.soft_target).tolist()
+        self.soft = {str(i): _scaled(layout.Y[i, : layout.K[i]].tolist()) or [] for i in soft}
+        self.golds = {i: Gold(None, layout.Y[i, : layout.K[i]].tolist(), False) for i in soft
+                      if layout.target_label[i] < 0}
+        self.slices = {}
+        for name, col in layout.slice_columns.items():
+            if name in ("type", "question"):
+                continue
+            absent = col.values.index("") if "" in col.values else -2
+            self.slices[name] = {"values": col.values, "codes": np.where(col.codes == absent, -1, col.codes).tolist()}
+        self.qsets, self.instr = Codes(), Codes()
+        self.ins: list[int] = []
         self.request_json: list[str] = []  # the request, its questions object coded into qsets
         self.excerpts: list[str] = []
-        self.r: list[int] = []
-        self.q: list[int] = []
-        self.t: list[int] = []
-        self.c: list[int] = []
-        self.ins: list[int] = []
-        self.label: list[int] = []
-        self.hard: list[bool] = []
-        self.soft: dict[str, list[int]] = {}
-        self.golds: list[Gold] = []
-        self.n = 0
-
-    def add_rows(self, rows: Iterable[Row]) -> None:
-        for row in rows:
-            r = len(self.request_ids)
-            self.request_ids.append(row.request_id)
-            request = dict(row.request)
+        for _, request in requests:
+            request = dict(request)
             questions = request.get("questions") or {}
-            request["questions"] = self.qsets(questions, dumps(questions))
-            self.request_json.append(dumps(request))
-            text = state_text(request.get("state"))
-            self.excerpts.append(text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "…")
-            base = request_slices(row)
-            for qid, spec in (row.request.get("questions") or {}).items():
-                i = self.n
-                gold = _gold(row.targets.get(qid, {}))
-                self.golds.append(gold)
-                self.r.append(r)
-                self.q.append(self.qids(qid))
-                self.t.append(self.types(str(spec.get("type", ""))))
-                cands = list(row.candidates.get(qid) or [])
-                self.c.append(self.cands(cands, tuple(cands)))
-                self.ins.append(self.instr(_text(spec.get("instructions"))))
-                self.label.append(-1 if gold.label is None else gold.label)
-                self.hard.append(gold.label is not None and not gold.unscored)
-                if gold.soft is not None:
-                    self.soft[str(i)] = _scaled(gold.soft) or []
-                for name, value in question_slices(row, qid, base).items():
-                    col = self.slice_cols.get(name)
-                    if col is None:
-                        col = self.slice_cols[name] = [-1] * i
-                        self.slice_codes[name] = Codes()
-                    col.append(self.slice_codes[name](value))
-                self.n += 1
-                for col in self.slice_cols.values():  # a slice this question lacks
-                    if len(col) < self.n:
-                        col.append(-1)
+            request["questions"] = self.qsets(questions, _key(questions))
+            self.request_json.append(_request_text(request))
+            self.ins.extend(self.instr(_text(spec.get("instructions"))) for spec in questions.values())
+            state = state_text(request.get("state"))
+            self.excerpts.append(state if len(state) <= EXCERPT_CHARS else state[:EXCERPT_CHARS] + "…")
 
     def side(self, questions: Iterable[Mapping[str, Any]], predictions: Mapping[str, Any]) -> Side:
         """One model's question records (``questions.jsonl`` rows) and prediction records, aligned
-        to the page's questions; a question without a record reads ``unattempted``. The records are
-        read twice, one at a time (their shared fields, then each without them, as JSON text)."""
-        by_key = {(rec["request_id"], rec["question"]): (_text(rec.get("status")), rec.get("reason"), rec.get("probabilities"),
-                                                         rec.get("correct")) for rec in questions}
+        to the page's questions; a question without a record reads ``unattempted``. The records
+        are read once, in order (:func:`stored_records`)."""
+        cols = judged_columns(questions)
+        rids, qids = self.layout.request_id.tolist(), self.layout.question_ids
+        where: Sequence[int] = range(self.n)
+        if cols["request_id"] != rids or cols["question"] != qids:  # not in snapshot order, or some missing
+            at = {key: j for j, key in enumerate(zip(cols["request_id"], cols["question"]))}
+            where = [at.get(key, -1) for key in zip(rids, qids)]
         side = Side()
-        qid_of = self.qids.values
-        for i in range(self.n):
-            status, reason, probs, correct = by_key.get((self.request_ids[self.r[i]], qid_of[self.q[i]]), _NO_ANSWER)
-            side.status.append(self.statuses(status))
+        status_of = self.statuses
+        st_col, why_col, p_col, ok_col = cols["status"], cols["reason"], cols["probabilities"], cols["correct"]
+        labels, hard = self.label, self.hard.tolist()
+        for i, j in enumerate(where):
+            if j < 0:
+                status, reason, probs, correct = _NO_ANSWER
+            else:
+                status, reason, probs, correct = _text(st_col[j]), why_col[j], p_col[j], ok_col[j]
+            side.status.append(status_of(status))
             side.reason.append(-1 if reason is None else self.reasons(_text(reason)))
             probs = probs if status == "ok" else None
             side.probs.append(_scaled(probs))
-            side.loss.append(_loss4(loss_of(probs, self.golds[i])))
-            side.correct.append(-1 if not self.hard[i] else int(bool(correct and status == "ok")))
-        del by_key
-        side.shared, side.order = shared_fields(predictions.values())
-        seen: dict[str, tuple[int, float | None, str]] = {}
-        for rid, record in predictions.items():
-            seen[rid] = (self.statuses(_text(record.get("status"))), _latency_ms(record), dumps(stored_record(record, side.shared)))
+            if not probs:
+                side.loss.append(None)
+            else:
+                lab = labels[i]
+                gold = self.golds.get(i) if lab < 0 else None
+                side.loss.append(_loss4(loss_of(probs, gold or Gold(lab if lab >= 0 else None, None, False))))
+            side.correct.append(-1 if not hard[i] else int(bool(correct and status == "ok")))
+        seen, side.shared, side.order = stored_records(predictions, self.statuses)
         unattempted = (self.statuses("unattempted"), None, "null")
         for rid in self.request_ids:
             status, latency, text = seen.get(rid, unattempted)
@@ -309,13 +307,12 @@ class Assembly:
         return side
 
     def columns(self) -> dict[str, Any]:
-        slices = {name: {"values": self.slice_codes[name].values, "codes": col} for name, col in sorted(self.slice_cols.items())}
         return {
             "n": self.n, "requests": len(self.request_ids),
-            "strings": {"qids": self.qids.values, "types": self.types.values, "statuses": self.statuses.values,
-                        "reasons": self.reasons.values, "cands": self.cands.values, "instr": self.instr.values},
+            "strings": {**self.strings, "statuses": self.statuses.values, "reasons": self.reasons.values,
+                        "cands": self.cand_values, "instr": self.instr.values},
             "r": self.r, "q": self.q, "t": self.t, "c": self.c, "ins": self.ins, "lab": self.label,
-            "soft": self.soft, "slices": slices, "request_ids": self.request_ids,
+            "soft": self.soft, "slices": dict(sorted(self.slices.items())), "request_ids": self.request_ids,
         }
 
     def detail(self, r: int, sides: Mapping[str, Side]) -> str:
@@ -323,6 +320,36 @@ class Assembly:
         requests share few of them) and each side's stored record without its shared fields."""
         parts = [f'"req":{self.request_json[r]}'] + [f'"{name}":{side.records[r]}' for name, side in sides.items()]
         return "{" + ",".join(parts) + "}"
+
+
+def stored_records(predictions: Mapping[str, Any], statuses: Codes) -> tuple[dict[str, tuple[int, float | None, str]],
+                                                                             dict[str, Any], list[str]]:
+    """One pass over the prediction records: per request id its status code, latency (ms) and the
+    record as JSON without the fields every record holds with one value (the model, the run's
+    identity, ``usage: null``...), which are returned once, with the first record's key order.
+
+    A field stays shared while every record so far holds it with one value; when a record differs,
+    the records before it all held that value, so it is added back to their texts."""
+    seen: dict[str, tuple[int, float | None, str]] = {}
+    shared: dict[str, Any] | None = None
+    order: list[str] = []
+    keys: tuple[str, ...] = ()
+    for rid, record in predictions.items():
+        if shared is None:
+            shared = {k: v for k, v in record.items() if k not in RECORD_OMIT}
+            order = list(shared)
+        else:
+            values = tuple(map(record.get, keys))
+            if not (record.keys() >= shared.keys() and values == tuple(shared.values())
+                    and tuple(map(type, values)) == tuple(map(type, shared.values()))):
+                gone = [k for k, v in shared.items() if not _same(record.get(k, _ABSENT), v)]
+                piece = ",".join(f"{dumps(k)}:{dumps(shared.pop(k))}" for k in gone)
+                for key, (st, lat, text) in seen.items():
+                    seen[key] = (st, lat, "{" + piece + "}" if text == "{}" else text[:-1] + "," + piece + "}")
+        keys = tuple(shared)
+        own = {k: v for k, v in record.items() if k not in RECORD_OMIT and k not in shared}
+        seen[rid] = (statuses(_text(record.get("status"))), _latency_ms(record), dumps(own))
+    return seen, shared or {}, order
 
 
 def side_columns(side: Side) -> dict[str, Any]:  # what the page's script reads of one side
@@ -342,12 +369,10 @@ class PageData:
     total: int
 
     def json(self) -> str:
-        """The document as one JSON text, escaped for its element (:func:`script_json`) part by part."""
-        body = script_json(dumps({**self.columns, "kept": self.kept, "total": self.total}))
-        parts = [body[:-1], ',"details":[']
-        parts += [",".join("null" if d is None else script_json(d) for d in self.details)]
-        parts += ['],"excerpts":', script_json(dumps(self.excerpts)), "}"]
-        return "".join(parts)
+        """The document as one JSON text, escaped for its element (:func:`script_json`)."""
+        body = dumps({**self.columns, "kept": self.kept, "total": self.total})
+        details = ",".join("null" if d is None else d for d in self.details)
+        return script_json("".join((body[:-1], ',"details":[', details, '],"excerpts":', dumps(self.excerpts), "}")))
 
 
 def _select(asm: Assembly, columns: dict[str, Any], ranks: list[int], sides: Mapping[str, Side], budget: int | None) -> PageData:
@@ -362,10 +387,10 @@ def _select(asm: Assembly, columns: dict[str, Any], ranks: list[int], sides: Map
     columns["qsets"] = asm.qsets.values
     columns["records"] = {name: {"shared": side.shared, "order": side.order} for name, side in sides.items()}
     if budget is not None:
-        sizes = [len(d.encode("utf-8")) + 1 for d in details]  # type: ignore[union-attr]
+        sizes = [_size(d) + 1 for d in details]  # type: ignore[arg-type]
         room = budget - len(dumps(columns).encode("utf-8"))
         if sum(sizes) > room:
-            excerpt = [len(asm.excerpts[r].encode("utf-8")) + 3 for r in range(R)]
+            excerpt = [_size(asm.excerpts[r]) + 3 for r in range(R)]
             room -= sum(excerpt)  # as if every detail were left out: a detail kept saves its excerpt
             spent, keep = 0, [False] * R
             for r in sorted(range(R), key=lambda r: (ranks[r], r)):
@@ -378,24 +403,33 @@ def _select(asm: Assembly, columns: dict[str, Any], ranks: list[int], sides: Map
     return PageData(columns, details, excerpts, sum(d is not None for d in details), R)
 
 
+def _size(text: str) -> int:
+    """UTF-8 bytes of ``text`` (its length when ASCII, as every :func:`dumps` text is)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 def _request_ranks(asm: Assembly, sides: Sequence[Side], flips: list[int] | None = None) -> list[int]:
     """0: a flip (comparison) or an answer that is not ``ok``; 1: a wrong answer; 2: the rest."""
-    ranks = [2] * len(asm.request_ids)
     ok = asm.statuses.index["ok"]
-    for i in range(asm.n):
-        r = asm.r[i]
-        if any(s.status[i] != ok for s in sides) or (flips is not None and flips[i] in (1, 2)):
-            ranks[r] = 0
-        elif any(s.correct[i] == 0 for s in sides):
-            ranks[r] = min(ranks[r], 1)
-    return ranks
+    bad = np.zeros(asm.n, dtype=bool)
+    wrong = np.zeros(asm.n, dtype=bool)
+    for s in sides:
+        bad |= np.array(s.status) != ok
+        wrong |= np.array(s.correct) == 0
+    if flips is not None:
+        bad |= np.isin(np.array(flips), (1, 2))
+    r = np.array(asm.r, dtype=np.int64)
+    R = len(asm.request_ids)
+    ranks = np.full(R, 2, dtype=np.int64)
+    ranks[np.bincount(r, weights=wrong, minlength=R) > 0] = 1
+    ranks[np.bincount(r, weights=bad, minlength=R) > 0] = 0
+    return ranks.tolist()
 
 
 def run_data(questions: Iterable[Mapping[str, Any]], snapshot: Any, predictions: Mapping[str, Any],
              budget: int | None = None) -> PageData:
     """Every question of one run: the snapshot's questions with the run's judgement of each."""
-    asm = Assembly()
-    asm.add_rows(snapshot_rows(snapshot))
+    asm = Assembly(snapshot)
     side = asm.side(questions, predictions)
     return _select(asm, {**asm.columns(), **side_columns(side)}, _request_ranks(asm, [side]), {"raw": side}, budget)
 
@@ -411,8 +445,7 @@ def flips_of(a: Side, b: Side) -> list[int]:
 def comparison_data(questions_a: Iterable[Mapping[str, Any]], questions_b: Iterable[Mapping[str, Any]], snapshot: Any,
                     predictions_a: Mapping[str, Any], predictions_b: Mapping[str, Any], budget: int | None = None) -> PageData:
     """Every question of the snapshot with both models' judgements, side by side, and its flip."""
-    asm = Assembly()
-    asm.add_rows(snapshot_rows(snapshot))
+    asm = Assembly(snapshot)
     a, b = asm.side(questions_a, predictions_a), asm.side(questions_b, predictions_b)
     flips = flips_of(a, b)
     columns = {**asm.columns(), "a": side_columns(a), "b": side_columns(b), "flip": flips}

@@ -68,6 +68,8 @@ class QuestionLayout:
     unscored: np.ndarray
     level_order: np.ndarray | None
     slice_columns: dict[str, SliceColumn] = field(default_factory=dict)
+    target_label: np.ndarray | None = None  # the target's label index, unscored ones too (-1: none)
+    soft_target: np.ndarray | None = None  # whether the target is a distribution (it is then ``Y``)
 
     def __post_init__(self) -> None:
         self.position = {rid: r for r, rid in enumerate(self.request_ids)}
@@ -83,6 +85,10 @@ class QuestionLayout:
         true_first[self.K > 0] = first == "true"
         self.noul_true_first = _frozen(true_first)
         self._slice_objects: dict[str, np.ndarray] | None = None
+        if self.target_label is None:
+            self.target_label = self.label
+        if self.soft_target is None:
+            self.soft_target = _frozen(np.zeros(len(self.K), dtype=bool))
 
     def __len__(self) -> int:
         return len(self.K)
@@ -191,6 +197,8 @@ def question_layout(rows: Iterable[SnapshotRow]) -> QuestionLayout:
         unscored=_frozen(np.array(unscored, dtype=bool)),
         level_order=_level_order(qtypes, cands, n, kmax),
         slice_columns=_slice_columns(req_slices, request_index, q_overrides, {"type": qtypes, "question": qids}),
+        target_label=_frozen(np.array([-1 if lab is None else lab for lab in raw_label], dtype=np.int64)),
+        soft_target=_frozen(np.array([d is not None for d in dists], dtype=bool)),
     )
 
 

@@ -460,6 +460,15 @@ class QuestionRecords(Sequence):
                              t.reason, t.P.round(6), width, label, correct, t.unscored.tolist())
         return self._columns
 
+    def columns(self) -> dict[str, list[Any]]:
+        """The records' ``request_id``, ``question``, ``status``, ``reason``, ``probabilities`` and
+        ``correct`` as lists, one item per question (what :meth:`__iter__` gives, by field)."""
+        rid, qid, _, status, reason, rounded, width, _, correct, _ = self._fields()
+        rows = rounded.tolist()
+        probs = [row[:w] if w >= 0 else None for row, w in zip(rows, width)]
+        return {"request_id": rid, "question": qid, "status": status, "reason": list(reason), "probabilities": probs,
+                "correct": correct}
+
     def _one(self, i: int) -> dict[str, Any]:
         rid, qid, qtype, status, reason, rounded, width, label, correct, unscored = self._fields()
         return {"request_id": rid[i], "question": qid[i], "type": qtype[i], "status": status[i], "reason": reason[i],
