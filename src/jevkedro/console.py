@@ -45,3 +45,12 @@ def route_library_logs() -> None:
 def echo(line: str) -> None:
     """A line for the person at the terminal (summary lines), on stdout, flushed."""
     print(line, file=sys.stdout, flush=True)
+
+
+def resumed(view: str, total: int, done: int, todo: int, where: str = "") -> None:
+    """The one line a resumed run shows when it starts asking (a fresh run says nothing): how many
+    requests already have their final answer and how many are asked now; the log has it too."""
+    line = f"{view}: resumed: {done} already answered, {todo} to ask (of {total} requests{where})"
+    logging.getLogger("jevkedro.nodes.infer").info(line)
+    if done:
+        echo(line)
