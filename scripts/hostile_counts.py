@@ -34,6 +34,7 @@ CLASSES = {
     "lock": "the lock holds whatever happens to its file (round 3, class 13)",
     "spellings": "a key re-spelt (round 3, class 9)",
     "keys": "a key is a header value, only in the environment (round 3, classes 7-8)",
+    "exits": "exit codes, a store that is down, current tags (round 3, classes 5, 17-18)",
 }
 
 # (pattern searched in the node id, class): the first that matches wins
@@ -42,6 +43,7 @@ RULES: list[tuple[str, str]] = [
     (r"test_hostile_spellings\.py", "spellings"),
     (r"test_hostile_keys\.py", "keys"),
     (r"test_hostile_lock\.py", "lock"),
+    (r"test_hostile_exits\.py", "exits"),
     (r"number_no_double_holds|one_bad_number_or_repeated_key|\[(5000-digit-number|1e400)\]|beyond the range", "2"),
     (r"test_hostile_snapshots\.py::.*(kind|forged|manifest|another_view|relabelled)", "3"),
     (r"test_hostile_snapshots\.py", "snapshots"),

@@ -40,6 +40,20 @@ def route_library_logs() -> None:
         for handler in list(logger.handlers):
             logger.removeHandler(handler)
         logger.propagate = True
+    store = logging.getLogger("mlflow.store.db.utils")
+    if not any(isinstance(f, _StoreErrorToLogFile) for f in store.filters):
+        store.addFilter(_StoreErrorToLogFile())
+
+
+class _StoreErrorToLogFile(logging.Filter):
+    """MLflow logs a store's database error with its traceback before raising it again; the run
+    says once which store failed and what it costs (``hooks.TrackViewRuns``), so the traceback
+    goes to the log file only (INFO), not on the console."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR and str(record.msg).startswith("SQLAlchemy database error"):
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
 
 
 def echo(line: str) -> None:

@@ -323,8 +323,8 @@ class TrackViewRuns:
         try:
             import mlflow
 
-            if mlflow.active_run() and not tracking.store_down(self.tracking_uri):
-                mlflow.end_run(status)
+            while mlflow.active_run() and not tracking.store_down(self.tracking_uri):
+                mlflow.end_run(status)  # kedro-mlflow leaves its run on the stack once per node
         except Exception as exc:  # the reasons are said by the exit; the store's failure too
             log.warning("could not end the MLflow run of this kedro run as %s: %s", status, exc)
 

@@ -53,6 +53,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from jevkedro import sample
 from jevkedro.nodes.jsonparse import dumps_utf8
 from jevkedro.nodes.report import main_metric
 
@@ -115,6 +116,12 @@ class ViewRun:
     @property
     def result_digest(self) -> str:
         return self.tags["result_digest"]
+
+    @property
+    def run_name(self) -> str:
+        """The name the runs table shows: the model, marked when the data is not the benchmark's
+        (``my-model [sample]``, :func:`jevkedro.sample.mark`)."""
+        return f"{self.name}{sample.mark({'data': self.tags.get('data')})}"
 
 
 def run_params(report: Mapping[str, Any]) -> dict[str, str]:
@@ -243,6 +250,7 @@ def view_run(report: Mapping[str, Any], official: Any, manifest: Mapping[str, An
         "view": str(report["view"]),
         "snapshot_sha256": snapshot,
         "data": str(report.get("data")),
+        "sample": str(sample.is_sample(report)).lower(),  # true: not the benchmark's data, its numbers say nothing
         "probability_source": str(report.get("probability_source")),
         "adapter": str(report.get("adapter")),
         # false when the run stopped before asking everything: its accuracy is not the model's
@@ -497,10 +505,12 @@ def log_view_run(run: ViewRun, tracking_uri: str | None = None, context: Mapping
                 client.log_batch(old.info.run_id, tags=stale)
             if "gates" in old.data.tags and "gates" not in run.tags:
                 client.delete_tag(old.info.run_id, "gates")
+            if old.info.run_name != run.run_name:
+                client.update_run(old.info.run_id, name=run.run_name)
             log.info("MLflow: %s / %s unchanged; current run %s kept", run.name, run.tags["view"], old.info.run_id)
             return old.info.run_id
     tags = {**run.tags, **{k: storable(v) for k, v in (context or {}).items()}, **live_tags()}
-    created = client.create_run(exp_id, run_name=run.name, tags=tags)
+    created = client.create_run(exp_id, run_name=run.run_name, tags=tags)
     run_id = created.info.run_id
     try:
         now = get_current_time_millis()
