@@ -64,7 +64,7 @@ def echo(line: str) -> None:
 def resumed(view: str, total: int, done: int, todo: int, where: str = "") -> None:
     """The one line a resumed run shows when it starts asking (a fresh run says nothing): how many
     requests already have their final answer and how many are asked now; the log has it too."""
-    line = f"{view}: resumed: {done} already answered, {todo} to ask (of {total} requests{where})"
-    logging.getLogger("jevkedro.nodes.infer").info(line)
+    line = f"{view}: resumed: {done} already answered, {todo} to ask (of {total} requests)"
+    logging.getLogger("jevkedro.nodes.infer").info("%s%s", line, f" [{where.strip(', ')}]" if where else "")
     if done:
         echo(line)

@@ -215,7 +215,7 @@ def test_a_store_that_is_down_costs_no_result_names_the_store_and_the_next_run_t
 def _replay(project: Path, out: Path, model: str) -> Path:
     source = project / f"data/07_model_output/{DEFAULT}/{VIEW}/predictions.jsonl"
     lines = [json.loads(x) for x in source.read_text(encoding="utf-8").splitlines() if x.strip()]
-    out.write_text("".join(json.dumps({"request_id": r["request_id"], "response": r["response"], "model": model}) + "\n"
+    out.write_text("".join(json.dumps({"request_id": r["request_id"], "response": {**r["response"], "model": model}}) + "\n"
                            for r in lines), encoding="utf-8")
     return out
 
