@@ -41,6 +41,7 @@ CLASSES = {
     "readers": "hand-edited reports, damaged logs: named, never written (round 3, classes 12, 19)",
     "numbers": "no invented numbers: counts, prices, chat content (round 3, class 6)",
     "unclear": "files named for what they are, one BOM and UTF-8 rule (round 3, class 19)",
+    "exits": "exit codes, a store that is down, current tags (round 3, classes 5, 17-18)",
 }
 
 # (pattern searched in the node id, class): the first that matches wins
@@ -57,6 +58,7 @@ RULES: list[tuple[str, str]] = [
     (r"test_hostile_names\.py", "readers"),
     (r"test_hostile_numbers\.py", "numbers"),
     (r"test_hostile_unclear\.py", "unclear"),
+    (r"test_hostile_exits\.py", "exits"),
     (r"number_no_double_holds|one_bad_number_or_repeated_key|\[(5000-digit-number|1e400)\]|beyond the range", "2"),
     (r"test_hostile_snapshots\.py::.*(kind|forged|manifest|another_view|relabelled)", "3"),
     (r"test_hostile_snapshots\.py", "snapshots"),

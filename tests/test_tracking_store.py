@@ -61,10 +61,14 @@ def test_one_current_run_per_model_and_view_with_params_headline_input_and_plots
         exp = client.get_experiment_by_name(f"jevkedro/{view}")
         assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
         current = _runs(client, view, filter_string="tags.superseded = 'false' and attributes.status = 'FINISHED'")
-        assert sorted(r.info.run_name for r in current) == sorted([A, B])  # one row per model
+        assert sorted(r.data.tags["model"] for r in current) == sorted([A, B])  # one row per model
         manifest = json.loads((project / f"data/02_snapshots/{view}.manifest.json").read_text())
         for run in current:
-            model = run.info.run_name
+            model = run.data.tags["model"]
+            # a result not on the benchmark's own data is marked in the runs table (issue 20, item 3)
+            kind = manifest["data"] if "data" in manifest else run.data.tags["data"]
+            assert run.info.run_name == (model if kind == "official" else f"{model} [{kind}]")
+            assert run.data.tags["sample"] == str(kind != "official").lower()
             report = json.loads((project / f"data/08_reporting/{model}/{view}/report.json").read_text())
             assert run.data.tags["model"] == model and run.data.tags["view"] == view
             assert run.data.params["model.adapter"] == ("sparrow" if model == A else "replay")
@@ -134,6 +138,9 @@ def test_rerun_with_the_same_result_adds_no_run_and_a_failed_gate_exits_3(store)
     assert all(len(line) <= 100 for line in rerun.stdout.splitlines())
     runs = _runs(client, "zh_decision_bench", filter_string=f"tags.model = '{A}'")
     assert len(runs) == 1  # the unchanged rerun reused the current run
+    (kedro_run,) = client.search_runs([client.get_experiment_by_name("jevkedro").experiment_id],
+                                      order_by=["attributes.start_time DESC"], max_results=1)
+    assert kedro_run.info.status == "FAILED"  # kedro-mlflow's record of a run that failed its gate (exit 3)
     assert runs[0].data.tags["gates"] == "failed"
     report = json.loads((project / f"data/08_reporting/{A}/zh_decision_bench/report.json").read_text())
     assert [g["gate"] for g in report["gates"]["failed"]] == ["min_accuracy"]

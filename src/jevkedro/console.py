@@ -40,8 +40,31 @@ def route_library_logs() -> None:
         for handler in list(logger.handlers):
             logger.removeHandler(handler)
         logger.propagate = True
+    store = logging.getLogger("mlflow.store.db.utils")
+    if not any(isinstance(f, _StoreErrorToLogFile) for f in store.filters):
+        store.addFilter(_StoreErrorToLogFile())
+
+
+class _StoreErrorToLogFile(logging.Filter):
+    """MLflow logs a store's database error with its traceback before raising it again; the run
+    says once which store failed and what it costs (``hooks.TrackViewRuns``), so the traceback
+    goes to the log file only (INFO), not on the console."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR and str(record.msg).startswith("SQLAlchemy database error"):
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
 
 
 def echo(line: str) -> None:
     """A line for the person at the terminal (summary lines), on stdout, flushed."""
     print(line, file=sys.stdout, flush=True)
+
+
+def resumed(view: str, total: int, done: int, todo: int, where: str = "") -> None:
+    """The one line a resumed run shows when it starts asking (a fresh run says nothing): how many
+    requests already have their final answer and how many are asked now; the log has it too."""
+    line = f"{view}: resumed: {done} already answered, {todo} to ask (of {total} requests)"
+    logging.getLogger("jevkedro.nodes.infer").info("%s%s", line, f" [{where.strip(', ')}]" if where else "")
+    if done:
+        echo(line)

@@ -448,7 +448,7 @@ class MlflowRunDataset(AbstractDataset[tracking.ViewRun, dict]):
             raise DatasetError(f"{self.view}.mlflow_run: the report is of model {data.name!r}, but the catalog's "
                                f"outputs are those of {self.model!r}; give model.name on the command line "
                                "(--params=model.name=...): it names the output folders and the run")
-        tracking.log_view_run(data, self._store(), tracking.environment_tags(self.project_path, self.command))
+        tracking.record_view_run(data, self._store(), tracking.environment_tags(self.project_path, self.command))
 
     def load(self) -> dict[str, Any]:
         from mlflow import MlflowClient

@@ -26,10 +26,11 @@ import click
 from kedro.config import MissingConfigException
 from kedro.framework.hooks import hook_impl
 
-from jevkedro import console
+from jevkedro import console, sample
 from jevkedro.config import SettingsError
+from jevkedro.errors import EXIT_PRIORITY, GATE_FAILURE_EXIT, STOPPED_EARLY_EXIT, TRACKING_FAILURE_EXIT
 from jevkedro.files import file_problem
-from jevkedro.nodes import output_lock
+from jevkedro.nodes import output_lock, tracking
 from jevkedro.nodes.report import summary_line
 from jevkedro.nodes.tracking import fail_stale_runs, jevkedro_experiment_ids, log_failed_view_run
 from jevkedro.parameters import check_parameters
@@ -125,10 +126,10 @@ class CheckSettings:
 
 class ReleaseOutputFolders:
     """Let go of the output folders' locks the predictions datasets took (one writer per output
-    folder, :mod:`jevkedro.nodes.output_lock`) once the pipeline has ended, well or not. Registered
-    last, so it runs before the other ``after_pipeline_run`` hooks (one of which may raise)."""
+    folder, :mod:`jevkedro.nodes.output_lock`) once the pipeline has ended, well or not, before the
+    other ``after_pipeline_run`` hooks (one of which may raise)."""
 
-    @hook_impl
+    @hook_impl(tryfirst=True)  # before TrackViewRuns' (tryfirst too, registered earlier), which may raise
     def after_pipeline_run(self, run_params, pipeline, catalog) -> None:
         output_lock.release_claims()
 
@@ -137,16 +138,30 @@ class ReleaseOutputFolders:
         output_lock.release_claims()
 
 
-class GateFailure(click.ClickException):
-    """One or more views fell short of their regression gates (``gates`` parameters). Raised after
-    every view of the run was scored, tracked and summarised; ``kedro run`` prints the message
-    (no traceback) and exits with status 3 (1 stays for a run that failed)."""
+class RunEnded(click.ClickException):
+    """How a ``kedro run`` whose nodes all ran ends when it is not a success: ``Error: <reasons>``
+    (no traceback) and the exit status of the most severe reason (:data:`jevkedro.errors.EXIT_PRIORITY`):
+    4 a view stopped early, 3 a view missed a regression gate, 5 the tracking store could not
+    be written. Raised after every view was scored, tracked (where the store allowed) and summarised."""
 
-    exit_code = 3
+    def __init__(self, reasons: dict[int, list[str]]) -> None:
+        self.reasons = reasons
+        self.exit_code = next(code for code in EXIT_PRIORITY if reasons.get(code))
+        super().__init__("\n".join(line for code in EXIT_PRIORITY for line in reasons.get(code, [])))
 
-    def __init__(self, failures: list[str]) -> None:
-        self.failures = failures
-        super().__init__("regression gates failed:\n  " + "\n  ".join(failures))
+
+def stopped_early(view: str, model: str, inference_run: Mapping[str, Any]) -> str | None:
+    """The one line saying that ``view``'s inference stopped before asking everything (a 401/403,
+    a 429, the engine giving up after infrastructure failures in a row): why, and how many requests
+    have their answer; None when it did not stop."""
+    last = (inference_run or {}).get("last_run") or {}
+    if not last.get("stopped"):
+        return None
+    statuses = last.get("statuses") or {}
+    answered = sum(n for status, n in statuses.items() if status in ("ok", "unsupported"))
+    total = sum(statuses.values())
+    return redact_registered(f"{view} ({model}): stopped early, {answered} of {total} requests answered: "
+                             f"{str(last['stopped']).splitlines()[0][:300]}")
 
 
 def resolve_tracking_uri(uri: str, project_path: str | Path) -> str:
@@ -200,12 +215,23 @@ def _secrets(model: Any) -> list[str]:
     return [v for v in (os.environ.get(n) for n in names) if v and len(v) >= 6]
 
 
+def tracking_uri_of(context) -> str:
+    """``mlflow.yml``'s ``server.mlflow_tracking_uri`` (default ``sqlite:///mlflow.db``), absolute."""
+    try:
+        conf = context.config_loader["mlflow"] or {}
+    except (MissingConfigException, KeyError):
+        conf = {}
+    uri = (conf.get("server") or {}).get("mlflow_tracking_uri") or "sqlite:///mlflow.db"
+    return resolve_tracking_uri(str(uri), Path(context.project_path))
+
+
 class TrackViewRuns:
     """What the pipelines' ``track`` nodes cannot do themselves: bind the ``{view}.mlflow_run``
     datasets to the tracking store and the command, mark a view whose node failed (a ``FAILED``
     run) and runs a killed process left open, end a ``kedro run`` stopped by Ctrl-C as ``KILLED``,
-    print each view's summary line, and fail the run at its end when a view misses a regression
-    gate.
+    print each view's summary line (a result not on the benchmark's data marked ``[sample]``), and
+    end the run with its status (:class:`RunEnded`) when a view stopped early, missed a regression
+    gate or could not be tracked — kedro-mlflow's record of the ``kedro run`` then ends ``FAILED``.
 
     The tracking store is ``mlflow.yml``'s ``server.mlflow_tracking_uri``. kedro-mlflow records the
     ``kedro run`` itself in the experiment ``jevkedro``; the view runs (one per model and view, see
@@ -219,18 +245,14 @@ class TrackViewRuns:
         self._model: dict[str, Any] = {}
         self._command: str | None = None
         self._reports: dict[str, dict[str, Any]] = {}
+        self._stops: dict[str, str] = {}
         self._running = False
         self._exit_hook = False
 
     @hook_impl
     def after_context_created(self, context) -> None:
         self._project_path = Path(context.project_path)
-        try:
-            conf = context.config_loader["mlflow"] or {}
-        except (MissingConfigException, KeyError):
-            conf = {}
-        uri = (conf.get("server") or {}).get("mlflow_tracking_uri") or "sqlite:///mlflow.db"
-        self.tracking_uri = resolve_tracking_uri(str(uri), self._project_path)
+        self.tracking_uri = tracking_uri_of(context)
 
     @hook_impl
     def after_catalog_created(self, catalog, parameters) -> None:
@@ -252,19 +274,30 @@ class TrackViewRuns:
         if not self._exit_hook:  # after MLflow's own exit handler was registered: runs before it
             atexit.register(self._end_interrupted_run)
             self._exit_hook = True
+        self._stops.clear()
+        if tracking.store_down(self.tracking_uri):
+            return
         try:  # a run a killed process left RUNNING is marked FAILED before anything new is logged
             from mlflow import MlflowClient
 
             client = MlflowClient(tracking_uri=self.tracking_uri)
             fail_stale_runs(client, jevkedro_experiment_ids(client))
-        except Exception as exc:  # the store may not exist yet, or be unreachable: tracking will say so
-            log.debug("stale-run check skipped: %s", exc)
+        except Exception as exc:  # the store is down: said once, and the run's end says what was not tracked
+            if not tracking.is_store_error(exc):
+                raise
+            tracking.mark_store_down(self.tracking_uri, f"{type(exc).__name__}: {str(exc).strip()[:200]}")
 
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data: Any, node) -> None:
         view, _, kind = dataset_name.partition(".")
         if kind == "report" and view in VIEWS:  # each view's summary line and gates, at the end
             self._reports[view] = data
+        elif kind == "inference_run" and view in VIEWS:  # did the view's inference stop early?
+            line = stopped_early(view, str(self._model.get("name") or "unnamed"), data)
+            if line:
+                self._stops[view] = line
+            else:
+                self._stops.pop(view, None)
 
     @hook_impl
     def on_node_error(self, error: Exception, node, inputs) -> None:
@@ -278,6 +311,9 @@ class TrackViewRuns:
             register_secret(secret)
         text = redact_registered(text)
         name = str(self._model.get("name") or "unnamed")
+        if tracking.store_down(self.tracking_uri):
+            log.warning("%s / %s: %s (not recorded in MLflow: the store is down)", name, view, text.splitlines()[0][:300])
+            return
         try:
             run_id = log_failed_view_run(name, view, text, self.tracking_uri,
                                          tags={"kedro_command": self._command or "", "failed_node": node.name})
@@ -302,15 +338,39 @@ class TrackViewRuns:
         except Exception as exc:  # the process is ending: say so, never raise
             log.debug("could not end the interrupted MLflow run: %s", exc)
 
-    @hook_impl
+    def _end_kedro_run(self, status: str) -> None:
+        """End kedro-mlflow's run of this ``kedro run`` with ``status`` (its own hook, called after
+        this one, would end it FINISHED; it is not called once this hook raises)."""
+        try:
+            import mlflow
+
+            while mlflow.active_run() and not tracking.store_down(self.tracking_uri):
+                mlflow.end_run(status)  # kedro-mlflow leaves its run on the stack once per node
+        except Exception as exc:  # the reasons are said by the exit; the store's failure too
+            log.warning("could not end the MLflow run of this kedro run as %s: %s", status, exc)
+
+    @hook_impl(tryfirst=True)  # before kedro-mlflow's, which would end the kedro run's record FINISHED
     def after_pipeline_run(self, run_params, pipeline, catalog) -> None:
         self._running = False
         done = list(self._reports.values())
-        view_width = max((len(view) for view in self._reports), default=0)
+        view_width = max((len(sample.view_label(r)) for r in done), default=0)
         for report in done:
             console.echo(summary_line(report, model_width=len(str(report["model"])), view_width=view_width))
-        failures = [f"{report['view']} ({report['model']}): {gate['message']}"
-                    for report in done for gate in ((report.get("gates") or {}).get("failed") or [])]
+        reasons: dict[int, list[str]] = {
+            STOPPED_EARLY_EXIT: list(self._stops.values()),
+            GATE_FAILURE_EXIT: [f"{report['view']} ({report['model']}): {gate['message']}"
+                                for report in done for gate in ((report.get("gates") or {}).get("failed") or [])],
+        }
+        if reasons[GATE_FAILURE_EXIT]:
+            reasons[GATE_FAILURE_EXIT].insert(0, "regression gates failed:")
+            reasons[GATE_FAILURE_EXIT][1:] = ["  " + r for r in reasons[GATE_FAILURE_EXIT][1:]]
+        down = tracking.store_down(self.tracking_uri)
+        if down:
+            missed = tracking.untracked()
+            reasons[TRACKING_FAILURE_EXIT] = [
+                f"MLflow store {tracking.store_name(self.tracking_uri)} could not be written ({down}); "
+                + (f"not recorded: {', '.join(missed)}; " if missed else "")
+                + "the reports are written, and the next kedro run records them"]
         if done:
             paths = [getattr(catalog.get(f"{view}.report"), "filepath", None) for view in self._reports]
             folders = sorted({os.path.relpath(Path(p).parent, self._project_path or ".") for p in paths if p is not None})
@@ -318,5 +378,85 @@ class TrackViewRuns:
                 where = folders[0] if len(folders) == 1 else f"{os.path.commonpath(folders)}/<view>"
                 console.echo(f"reports and plots: {where}/")
             console.echo("leaderboard: python -m jevkedro.summary; MLflow: make mlflow-ui (an experiment per view)")
-        if failures:
-            raise GateFailure(failures)
+            if sample.any_sample(done):
+                console.echo(sample.SAMPLE_NOTE)
+        if any(reasons.values()):
+            self._end_kedro_run("FAILED")
+            raise RunEnded(reasons)
+
+
+class GuardedMlflowHook:
+    """kedro-mlflow's hook (its record of each ``kedro run`` in the experiment ``jevkedro``), such
+    that a tracking store that is down never costs a result.
+
+    ``settings.py`` keeps the plugin from registering itself (``DISABLE_HOOKS_FOR_PLUGINS``) and
+    registers this wrapper last, so it is called where the plugin was. Before anything else in a
+    session the store is probed (:func:`jevkedro.nodes.tracking.probe_store`: a sqlite file locked
+    by another process, not a database, a directory); a store that is down, then or later (a store
+    error raised by the plugin), is noted once, the plugin is skipped for the rest of the session,
+    the views' runs are not attempted, and the run ends with status 5 naming the store once every
+    report is written (:class:`TrackViewRuns`). Any other error of the plugin is raised as before."""
+
+    def __init__(self, hook: Any = None) -> None:
+        self._hook = hook
+        self._uri: str | None = None
+        self._off = False
+
+    def _plugin(self) -> Any:
+        if self._hook is None:
+            from kedro_mlflow.framework.hooks.mlflow_hook import mlflow_hook
+
+            self._hook = mlflow_hook
+        return self._hook
+
+    def _call(self, name: str, **kwargs: Any) -> None:
+        if self._off or tracking.store_down(self._uri):
+            self._off = True
+            return
+        try:
+            getattr(self._plugin(), name)(**kwargs)
+        except Exception as exc:
+            if not tracking.is_store_error(exc):
+                raise
+            self._off = True
+            tracking.mark_store_down(self._uri, f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}")
+            try:  # the run kedro-mlflow opened, off this process's run stack
+                import mlflow
+
+                while mlflow.active_run():
+                    mlflow.end_run("FAILED")
+            except Exception as end_exc:
+                log.debug("could not end kedro-mlflow's run: %s", end_exc)
+
+    @hook_impl
+    def after_context_created(self, context) -> None:
+        tracking.forget_store_failures()  # a new session tries the store again
+        self._off = False
+        self._uri = tracking_uri_of(context)
+        why = tracking.probe_store(self._uri)
+        if why:
+            tracking.mark_store_down(self._uri, why)
+            self._off = True
+            return
+        self._call("after_context_created", context=context)
+
+    @hook_impl
+    def after_catalog_created(self, catalog, conf_catalog, conf_creds, parameters, save_version, load_versions) -> None:
+        self._call("after_catalog_created", catalog=catalog, conf_catalog=conf_catalog, conf_creds=conf_creds,
+                   parameters=parameters, save_version=save_version, load_versions=load_versions)
+
+    @hook_impl
+    def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
+        self._call("before_pipeline_run", run_params=run_params, pipeline=pipeline, catalog=catalog)
+
+    @hook_impl
+    def before_node_run(self, node, catalog, inputs, is_async) -> None:
+        self._call("before_node_run", node=node, catalog=catalog, inputs=inputs, is_async=is_async)
+
+    @hook_impl
+    def after_pipeline_run(self, run_params, pipeline, catalog) -> None:
+        self._call("after_pipeline_run", run_params=run_params, pipeline=pipeline, catalog=catalog)
+
+    @hook_impl
+    def on_pipeline_error(self, error, run_params, pipeline, catalog) -> None:
+        self._call("on_pipeline_error", error=error, run_params=run_params, pipeline=pipeline, catalog=catalog)

@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", default=".", help="project root (default: the current folder)")
     parser.add_argument("--view", action="append", help="only this view (repeatable; the table is printed only)")
     parser.add_argument("--model", action="append", help="only this model (repeatable; the table is printed only)")
-    parser.add_argument("--no-lines", action="store_true", help="the table only, without one line per report")
+    parser.add_argument("--no-lines", action="store_true", help="the table only, without one line per report or the sample note (kedro run printed both)")
     args = parser.parse_args(argv)
     console.filter_library_warnings()
     root = Path(args.root)
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         view_width = max(len(str(r["view"])) for r in reports)
         for report in sorted(reports, key=lambda r: (board.models.index(r["model"]), r["view"])):
             print(summary_line(report, model_width=model_width, view_width=view_width))
-    if any(is_sample(r) for r in reports):
+    if any(is_sample(r) for r in reports) and not args.no_lines:  # with --no-lines kedro run has said it
         print(textwrap.fill(SAMPLE_NOTE, LINE_WIDTH, subsequent_indent="  "))
     if args.view or args.model:
         written = [str(getattr(catalog_dataset(catalog, name), "filepath", name)) for name in ("leaderboard_csv", "leaderboard_md")]

@@ -37,6 +37,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from jevkedro import console
 from jevkedro.models import Adapter, AdapterResult, make_adapter
 from jevkedro.models.settings import EngineSettings
 from jevkedro.nodes.engine import Progress, ask_all, make_record
@@ -328,8 +329,7 @@ def run_distributed(snapshot: Snapshot, plog: PredictionLog, engine: EngineSetti
         if rid not in done:
             shards.setdefault(shard_of(pos, engine.shard_size), []).append((rid, req))
     asked = sum(len(v) for v in shards.values())
-    log.info("%s: %d requests, %d already answered, %d to ask in %d shards on dask (%s)",
-             snapshot.view, len(snapshot.rows), len(done), asked, len(shards), adapter.kind)
+    console.resumed(snapshot.view, len(snapshot.rows), len(done), asked, f", {len(shards)} shards on dask, {adapter.kind}")
     if not shards:
         return 0, len(done), None
     sent_settings = task_settings(settings, adapter)

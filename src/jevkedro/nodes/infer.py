@@ -36,6 +36,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from jevkedro import console
 from jevkedro.models import Adapter, make_adapter
 from jevkedro.models.settings import EngineSettings, ModelSettings
 from jevkedro.nodes import output_lock
@@ -92,8 +93,7 @@ def _run_local(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog, engine
     """Ask the requests without a final answer in this process; returns (asked, reused, stopped)."""
     done = plog.done(snapshot.sha256)
     todo = [(rid, req) for rid, req in snapshot.requests() if rid not in done]
-    log.info("%s: %d requests, %d already answered, %d to ask (%s)",
-             snapshot.view, len(snapshot.rows), len(done), len(todo), model_id)
+    console.resumed(snapshot.view, len(snapshot.rows), len(done), len(todo), f", {model_id}")
     progress = Progress(len(todo), snapshot.view, engine.progress)
 
     def emit(rec: dict[str, Any]) -> None:
@@ -140,6 +140,6 @@ def infer(snapshot: Snapshot, plog: PredictionLog, model: ModelSettings | Mappin
     model = ModelSettings.parse(model)
     summary = run_inference(snapshot, make_adapter(model), plog, model.engine, model.flat())
     log.info("%s: inference done: %s (cost %s USD)", snapshot.view, summary["statuses"], summary["cost_usd"])
-    if summary["stopped"]:
-        log.error("%s: run stopped early: %s", snapshot.view, summary["stopped"])
+    if summary["stopped"]:  # said on the console once, at the end of `kedro run` (exit status 4, hooks.TrackViewRuns)
+        log.info("%s: run stopped early: %s", snapshot.view, summary["stopped"])
     return plog

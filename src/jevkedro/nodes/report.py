@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from jevkedro import sample
 from jevkedro.config import BASELINE_GATES
 from jevkedro.nodes import compare as stats
 from jevkedro.nodes import metrics as M
@@ -293,8 +294,9 @@ def summary_line(report: Mapping[str, Any], width: int = LINE_WIDTH, model_width
     at all reads ``n/a (unsupported)``, not as a score of 0. ``model_width``/``view_width`` align
     the names of several lines (default: this report's own names)."""
     model_width = min(model_width or len(str(report["model"])), 32)
-    view_width = min(view_width or len(str(report["view"])), 28)
-    head = f"{_short(str(report['model']), model_width):<{model_width}} {_short(str(report['view']), view_width):<{view_width}}"
+    view = sample.view_label(report)  # a result that is not the benchmark's own data says so: "decision_index [sample]"
+    view_width = min(max(view_width or 0, len(view)), 40)  # never cut the mark
+    head = f"{_short(str(report['model']), model_width):<{model_width}} {_short(view, view_width):<{view_width}}"
     if unsupported_view(report):
         return f"{head} n/a (unsupported: {report['coverage']['questions']} questions)"[:width]
     o = report["metrics"]["overall"]

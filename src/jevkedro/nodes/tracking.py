@@ -53,6 +53,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from jevkedro import sample
 from jevkedro.nodes.jsonparse import dumps_utf8
 from jevkedro.nodes.report import main_metric
 
@@ -115,6 +116,12 @@ class ViewRun:
     @property
     def result_digest(self) -> str:
         return self.tags["result_digest"]
+
+    @property
+    def run_name(self) -> str:
+        """The name the runs table shows: the model, marked when the data is not the benchmark's
+        (``my-model [sample]``, :func:`jevkedro.sample.mark`)."""
+        return f"{self.name}{sample.mark({'data': self.tags.get('data')})}"
 
 
 def run_params(report: Mapping[str, Any]) -> dict[str, str]:
@@ -248,6 +255,7 @@ def view_run(report: Mapping[str, Any], official: Any, manifest: Mapping[str, An
         "view": str(report["view"]),
         "snapshot_sha256": snapshot,
         "data": str(report.get("data")),
+        "sample": str(sample.is_sample(report)).lower(),  # true: not the benchmark's data, its numbers say nothing
         "probability_source": str(report.get("probability_source")),
         "adapter": str(report.get("adapter")),
         # false when the run stopped before asking everything: its accuracy is not the model's
@@ -502,10 +510,12 @@ def log_view_run(run: ViewRun, tracking_uri: str | None = None, context: Mapping
                 client.log_batch(old.info.run_id, tags=stale)
             if "gates" in old.data.tags and "gates" not in run.tags:
                 client.delete_tag(old.info.run_id, "gates")
+            if old.info.run_name != run.run_name:
+                client.update_run(old.info.run_id, name=run.run_name)
             log.info("MLflow: %s / %s unchanged; current run %s kept", run.name, run.tags["view"], old.info.run_id)
             return old.info.run_id
     tags = {**run.tags, **{k: storable(v) for k, v in (context or {}).items()}, **live_tags()}
-    created = client.create_run(exp_id, run_name=run.name, tags=tags)
+    created = client.create_run(exp_id, run_name=run.run_name, tags=tags)
     run_id = created.info.run_id
     try:
         now = get_current_time_millis()
@@ -540,6 +550,113 @@ def log_view_run(run: ViewRun, tracking_uri: str | None = None, context: Mapping
     log.info("MLflow run %s: %s / %s%s", run_id, run.name, run.tags["view"],
              f" (supersedes {', '.join(o.info.run_id for o in previous)})" if previous else "")
     return run_id
+
+
+# -- a store that is down --------------------------------------------------------------------------
+# A tracking store that cannot be written never costs a result: the reports are written before the
+# track node, the failure is noted here once (later writes in this process are skipped, not retried
+# against a store timeout each), ``kedro run`` ends with status 5 naming the store, and the next run
+# records the views (the track node always logs; an unchanged result keeps the current run).
+
+_STORE_DOWN: dict[str, str] = {}  # tracking URI -> why it could not be written (this process)
+_UNTRACKED: list[str] = []  # "<model> / <view>" whose run was not recorded because the store was down
+STORE_TIMEOUT_S = 5.0  # how long the probe waits for another writer's lock
+
+
+def store_name(uri: str | None) -> str:
+    """The store as a user finds it: the file of a sqlite URI, else the URI itself."""
+    text = str(uri)
+    return text.removeprefix("sqlite:///") if text.startswith("sqlite:///") else text
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
+def is_store_error(exc: BaseException) -> bool:
+    """Whether ``exc`` (or one it was raised from) is the store's: MLflow's, the database's, the
+    file system's or the network's, as opposed to a bug of ours."""
+    import sqlite3
+
+    kinds: list[type] = [sqlite3.Error, OSError]
+    for module, name in (("mlflow.exceptions", "MlflowException"), ("sqlalchemy.exc", "SQLAlchemyError"),
+                         ("requests", "RequestException")):
+        try:
+            kinds.append(getattr(__import__(module, fromlist=[name]), name))
+        except (ImportError, AttributeError):
+            continue
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, tuple(kinds)):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def probe_store(uri: str | None, timeout_s: float = STORE_TIMEOUT_S) -> str | None:
+    """Why a sqlite store cannot be written right now (not a regular file, not a database, locked
+    by another process past ``timeout_s``), or None; found in at most ``timeout_s`` seconds, where
+    MLflow itself would retry a path it cannot open for minutes. Other stores are not probed."""
+    import sqlite3
+
+    if not uri or not str(uri).startswith("sqlite:///"):
+        return None
+    path = Path(store_name(uri))
+    if path.exists() and not path.is_file():
+        return f"{path} is not a regular file (a {'directory' if path.is_dir() else 'special file'})"
+    if not path.exists():
+        return None if path.parent.is_dir() else f"{path.parent} is not a folder"
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=timeout_s, isolation_level=None)
+        try:
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            con.execute("BEGIN IMMEDIATE")  # waits up to timeout_s for another writer, like a write would
+            con.execute("ROLLBACK")
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        return f"{path}: {exc}"
+    return None
+
+
+def mark_store_down(uri: str | None, why: str) -> None:
+    """Note (once) that the store cannot be written in this process, and say so in the log."""
+    key = str(uri)
+    if key not in _STORE_DOWN:
+        _STORE_DOWN[key] = why
+        log.warning("MLflow store %s cannot be written (%s): tracking is skipped for the rest of this run; the "
+                    "reports are written and the next run records them", store_name(uri), why)
+
+
+def store_down(uri: str | None) -> str | None:
+    return _STORE_DOWN.get(str(uri))
+
+
+def untracked() -> list[str]:
+    return list(_UNTRACKED)
+
+
+def forget_store_failures() -> None:
+    """A new session: the store is tried again."""
+    _STORE_DOWN.clear()
+    _UNTRACKED.clear()
+
+
+def record_view_run(run: ViewRun, tracking_uri: str | None = None, context: Mapping[str, str] | None = None) -> str | None:
+    """:func:`log_view_run`, unless the store is down (noted before, or failing now): then the run is
+    noted as not recorded and None returned, so the other views go on. Any other error is raised."""
+    if store_down(tracking_uri) is None:
+        try:
+            return log_view_run(run, tracking_uri, context)
+        except Exception as exc:
+            if not is_store_error(exc):
+                raise
+            mark_store_down(tracking_uri, _first_line(exc))
+    _UNTRACKED.append(f"{run.name} / {run.tags.get('view')}")
+    return None
 
 
 def log_failed_view_run(model: str, view: str, failure: str, tracking_uri: str | None = None,
