@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", default=".", help="project root (default: the current folder)")
     parser.add_argument("--view", action="append", help="only this view (repeatable; the table is printed only)")
     parser.add_argument("--model", action="append", help="only this model (repeatable; the table is printed only)")
-    parser.add_argument("--no-lines", action="store_true", help="the table only, without one line per report or the sample note (kedro run printed both)")
+    parser.add_argument("--no-lines", action="store_true", help="the table alone (kedro run printed the lines and the sample note)")
     args = parser.parse_args(argv)
     console.filter_library_warnings()
     root = Path(args.root)
