@@ -76,7 +76,10 @@ def test_mlflow_run_recorded_with_tags_metrics_artifacts(ran):
     assert run.data.tags["snapshot_sha256"] == manifest["snapshot"]["sha256"]
     assert run.data.tags["data"] == "official"
     report = json.loads((ran / f"data/08_reporting/{DEFAULT_MODEL}/{VIEW}/report.json").read_text())
-    assert run.info.run_name == DEFAULT_MODEL and run.info.experiment_id == exp.experiment_id
+    acc, ece = report["metrics"]["overall"]["accuracy"], report["metrics"]["overall"]["ece"]
+    # the runs table's first column shows the headline rounded (MLflow opens it without metric columns)
+    assert run.info.run_name == f"{DEFAULT_MODEL} · accuracy {acc:.3f} · ECE {ece:.3f}"
+    assert run.info.experiment_id == exp.experiment_id
     assert run.data.metrics["accuracy"] == pytest.approx(report["metrics"]["overall"]["accuracy"])
     lo, hi = report["intervals"]["overall"]["accuracy"]
     assert run.data.metrics["accuracy_ci_low"] == pytest.approx(lo) and run.data.metrics["accuracy_ci_high"] == pytest.approx(hi)

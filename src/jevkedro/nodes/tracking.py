@@ -120,8 +120,19 @@ class ViewRun:
     @property
     def run_name(self) -> str:
         """The name the runs table shows: the model, marked when the data is not the benchmark's
-        (``my-model [sample]``, :func:`jevkedro.sample.mark`)."""
-        return f"{self.name}{sample.mark({'data': self.tags.get('data')})}"
+        (:func:`jevkedro.sample.mark`), then the headline rounded (``my-model [sample] · accuracy
+        0.478 · ECE 0.051``). MLflow 3.17's runs table opens with Run Name, Source, Models and
+        Dataset and no metric column (its defaults are fixed in the UI), so the name is where a
+        user sees the figures first; the metrics keep full precision."""
+        return f"{self.name}{sample.mark({'data': self.tags.get('data')})}{headline_text(self.metrics)}"
+
+
+def headline_text(metrics: Mapping[str, float]) -> str:
+    """`` · <official headline> · accuracy 0.478 · ECE 0.051`` from a run's metrics (three digits;
+    what is missing is left out)."""
+    parts = [f"{k.removeprefix('official.')} {v:.3f}" for k, v in metrics.items() if k.startswith("official.")]
+    parts += [f"{label} {metrics[k]:.3f}" for k, label in (("accuracy", "accuracy"), ("ece", "ECE")) if k in metrics]
+    return "".join(f" · {p}" for p in parts)
 
 
 def run_params(report: Mapping[str, Any]) -> dict[str, str]:
