@@ -189,7 +189,7 @@ class ModelSettings(BaseModel):
             options = parse_group(options_model, option_values, "model.")
         except SettingsError as exc:
             problems += exc.problems
-        if engine is not None and engine.repeats > 1:  # repeated sampling: a stochastic model, the local engine
+        if isinstance(engine, EngineSettings) and engine.repeats > 1:  # repeated sampling: a stochastic model, the local engine
             problems += [p for p in (adapter_class(adapter).repeats_problem(engine.repeats),) if p]
             if engine.executor == "dask":
                 problems.append(f"model.repeats={engine.repeats}: the dask executor asks each request once; "
