@@ -28,6 +28,7 @@ from jevkedro.models.settings import EngineSettings, ModelSettings
 from jevkedro.nodes.infer import run_inference
 from jevkedro.nodes.predictions_log import PredictionLog, PredictionLogError
 from jevkedro.nodes.report import build_report
+from jevkedro.nodes.tracking import run_params
 from jevkedro.nodes.validate import build_question_table
 from jevkedro.testing import LoopbackServer, synthetic_rows, synthetic_snapshot
 
@@ -121,6 +122,7 @@ def test_every_request_is_asked_k_times_and_the_report_matches_a_direct_computat
     assert report["metrics"]["overall"]["accuracy"] == pytest.approx(want["accuracy"])
     assert report["coverage"]["questions"] == 3 * N * K and report["intervals"]["units"] == N
     assert report["run"]["complete"] and report["model_settings"]["repeats"] == K
+    assert run_params(report)["model.repeats"] == str(K)  # the MLflow param
 
 
 def test_with_one_repeat_records_and_report_are_as_before(tmp_path):
@@ -135,6 +137,7 @@ def test_with_one_repeat_records_and_report_are_as_before(tmp_path):
                               ModelSettings.parse(settings).flat(), plog.meta(), None)
         assert not any("attempt" in r for r in _lines(log_path))
         assert "repeats" not in report and "repeats" not in report["model_settings"]
+        assert "model.repeats" not in run_params(report)  # K=1 runs keep their MLflow params and result digest
         # raising K reuses attempt 0 (repeats is no part of the identity) and asks only the new attempts
         more = _settings(srv.endpoint, 2)
         summary = run_inference(snapshot, make_adapter(more), PredictionLog(log_path), EngineSettings.from_model(more),

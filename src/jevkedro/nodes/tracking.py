@@ -132,7 +132,6 @@ def run_params(report: Mapping[str, Any]) -> dict[str, str]:
     for key, value in (report.get("model_settings") or {"adapter": report.get("adapter")}).items():
         if key not in NOT_RESULT_SETTINGS:
             walk(f"model.{key}", value)
-    flat.setdefault("model.repeats", "1")  # answers per request (model.repeats; K=1 runs leave it out of model_settings)
     return {k[:250]: v[:6000] for k, v in flat.items()}
 
 
