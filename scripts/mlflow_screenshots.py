@@ -14,6 +14,7 @@ What it does, in a throw-away copy of the project (``--work``, default a tempora
 3. ``mlflow ui`` on the copy's ``mlflow.db`` (a free port on 127.0.0.1), and headless chromium
    (``--chromium``, default ``/usr/bin/chromium``; ``--no-sandbox --disable-gpu``) through
    playwright takes:
+   ``mlflow_runs_default.png`` (the runs table as it opens: the run names carry the headline),
    ``mlflow_runs.png`` (the view's experiment: one row per model, the headline metrics as columns),
    ``mlflow_compare.png`` (the two runs selected and compared: params, metrics, tags),
    ``mlflow_reliability.png`` (the run's ``plots/reliability.png`` in MLflow's artifact viewer),
@@ -106,6 +107,12 @@ def screenshots(project: Path, out: Path, chromium: str) -> None:
                                     "localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true');")
             page = context.new_page()
             exp_id = exp.experiment_id
+            # the runs table as it first opens (no saved view): MLflow 3.17 shows no metric column
+            # by default, so the run names carry the headline rounded (tracking.ViewRun.run_name)
+            page.goto(f"{base}/#/experiments/{exp_id}/runs")
+            page.get_by_text(B).first.wait_for(timeout=120_000)
+            page.wait_for_timeout(2500)
+            page.screenshot(path=str(out / "mlflow_runs_default.png"))
             # the experiment's saved view "leaderboard" (Views menu), opened by its share key
             page.goto(f"{base}/#/experiments/{exp_id}/runs?viewStateShareKey=jevkedro-leaderboard")
             page.get_by_text(B).first.wait_for(timeout=120_000)

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from jevkedro.errors import UserError
 from jevkedro.models.settings import AdapterOptions
 
 # Request-level outcomes written to the predictions log.
@@ -20,6 +21,10 @@ STATUSES = ("ok", "unsupported", "error", "unattempted")
 # Why a request ended in ``error`` (AdapterResult.failure).
 FAILURE_KINDS = ("timeout", "connection", "server", "malformed", "too_large", "request")
 INFRASTRUCTURE_FAILURES = frozenset({"timeout", "connection", "server", "malformed", "too_large"})
+
+
+class RepeatsError(UserError, ValueError):
+    """``model.repeats`` asks more of the adapter than it can give (names the setting)."""
 
 
 @dataclass
@@ -105,6 +110,7 @@ class Adapter(ABC):
     default_batch_size: int = 1
     Options: type[AdapterOptions] = AdapterOptions  # this adapter's own ``model.<key>`` settings
     reads_bodies: bool = False  # results carry a body (``raw``) that :meth:`read_body` reads
+    deterministic: bool = False  # the same request always gets the same answer: ``model.repeats`` > 1 refused
 
     def __init__(self, **settings: Any) -> None:
         self.settings = settings
@@ -143,6 +149,22 @@ class Adapter(ABC):
         a result whose stored body a redaction changed)."""
         return result.response, list((result.meta or {}).get("duplicate_keys") or [])
 
+    @classmethod
+    def repeats_problem(cls, repeats: int) -> str | None:
+        """Why this adapter cannot be asked every request ``repeats`` times (``model.repeats``), or None:
+        a deterministic model gives K copies of one answer, which measure no sampling variation."""
+        if cls.deterministic and repeats > 1:
+            return (f"model.repeats={repeats}: the {cls.kind} adapter is deterministic (the same request always "
+                    "gets the same answer), so repeated sampling measures nothing; set model.repeats=1")
+        return None
+
+    def check_repeats(self, repeats: int) -> None:
+        """Refuse (:class:`~jevkedro.errors.UserError`) asking every request ``repeats`` times; called
+        before anything is asked (the replay adapter also checks its file's attempts)."""
+        problem = self.repeats_problem(repeats)
+        if problem:
+            raise RepeatsError(problem)
+
     def setup(self) -> None:
         """Load weights / open connections and warm up. Not counted in latency."""
 
@@ -169,3 +191,19 @@ class Adapter(ABC):
     def answer_batch(self, items: list[tuple[str, dict[str, Any]]]) -> list[AdapterResult]:
         """Answer several requests in one go (local runtimes override this to batch the forward pass)."""
         return [self.answer(rid, request) for rid, request in items]
+
+    # Repeated sampling (``model.repeats``): the engine asks through these, naming each answer's
+    # attempt (0-based). A model that samples afresh on every call is asked the same request again;
+    # the replay adapter answers with its file's line for that attempt.
+
+    def answer_attempt(self, request_id: str, request: dict[str, Any], attempt: int) -> AdapterResult:
+        """Answer attempt ``attempt`` of one request (default: :meth:`answer`)."""
+        return self.answer(request_id, request)
+
+    async def answer_attempt_async(self, request_id: str, request: dict[str, Any], attempt: int) -> AdapterResult:
+        """:meth:`answer_attempt` on the engine's event loop (default: :meth:`answer_async`)."""
+        return await self.answer_async(request_id, request)
+
+    def answer_batch_attempts(self, items: list[tuple[str, dict[str, Any], int]]) -> list[AdapterResult]:
+        """A batch of ``(request id, request, attempt)`` (default: :meth:`answer_batch`)."""
+        return self.answer_batch([(rid, request) for rid, request, _ in items])

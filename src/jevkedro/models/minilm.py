@@ -74,6 +74,7 @@ def candidate_texts(question: dict[str, Any]) -> tuple[list[str], list[str]]:
 
 class MiniLMAdapter(Adapter):
     kind = "minilm"
+    deterministic = True  # model.repeats > 1 refused before any node runs
     default_batch_size = 16
 
     class Options(AdapterOptions):

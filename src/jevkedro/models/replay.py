@@ -14,6 +14,9 @@ read with :func:`jevkedro.nodes.jsonparse.parse_json`, so:
 - a number beyond the double range (a 400-digit integer) is read as infinity and judged
   ``invalid`` at scoring; the line as written is kept in the record (``raw_response``) whenever
   reading it changed something (a repeat or such a number);
+- a line may carry ``attempt`` (a whole number from 0; absent: 0), one line per (request, attempt):
+  the answers of a model asked each request several times (``model.repeats``, which must cover
+  every attempt of the file: a file answering attempt 2 with ``model.repeats=2`` is refused);
 - request ids the snapshot does not have are counted and named (first few) in the run's
   ``run.json`` (``replay``), in the report and as a warning: they are never scored.
 
@@ -33,7 +36,7 @@ from typing import Any
 from pydantic import Field
 
 from jevkedro.files import check_file
-from jevkedro.models.base import Adapter, AdapterResult, BodyFields
+from jevkedro.models.base import Adapter, AdapterResult, BodyFields, RepeatsError
 from jevkedro.models.settings import AdapterOptions
 from jevkedro.models.systemone import SystemOneAdapter
 from jevkedro.nodes.jsonparse import JSONTextError, ParsedJSON, parse_json
@@ -78,7 +81,8 @@ class ReplayAdapter(Adapter):
         if not path:
             raise ValueError("the replay adapter needs model.path=<answers.jsonl>")
         self.path = Path(path)
-        self._lines: dict[str, bytes] | None = None  # request id -> its line, as read
+        self._lines: dict[str, bytes] | None = None  # request id -> its line (attempt 0), as read
+        self._repeat_lines: dict[tuple[str, int], bytes] = {}  # (request id, attempt >= 1) -> its line
         self._n_lines = 0
         self._sha256 = ""
 
@@ -93,8 +97,8 @@ class ReplayAdapter(Adapter):
     def _error(self, lineno: int, what: str) -> SourceFormatError:
         return SourceFormatError(f"{self.path}:{lineno}: {what} (model.path names this replay file)")
 
-    def _read(self, lineno: int, line: bytes) -> tuple[str, ParsedJSON]:
-        """One line as ``(request id, parsed line)``, read strictly; refuses a line that is not a replay record."""
+    def _read(self, lineno: int, line: bytes) -> tuple[str, int, ParsedJSON]:
+        """One line as ``(request id, attempt, parsed line)``, read strictly; refuses a line that is not a replay record."""
         try:
             parsed = parse_json(line)
         except JSONTextError as exc:
@@ -107,7 +111,13 @@ class ReplayAdapter(Adapter):
             raise self._error(lineno, "a replay line needs request_id (a string) and response")
         if ("request_id",) in parsed.duplicate_keys:
             raise self._error(lineno, "the key request_id appears twice: which request does the line answer?")
-        return rid, parsed
+        attempt = obj.get("attempt", 0)
+        if type(attempt) is not int or attempt < 0:
+            raise self._error(lineno, f"attempt {attempt!r} is not a whole number from 0 (which repeat of the "
+                                      "request the line answers)")
+        if ("attempt",) in parsed.duplicate_keys:
+            raise self._error(lineno, "the key attempt appears twice: which repeat does the line answer?")
+        return rid, attempt, parsed
 
     @classmethod
     def preflight(cls, options: AdapterOptions, settings: Mapping[str, Any]) -> list[str]:
@@ -138,31 +148,59 @@ class ReplayAdapter(Adapter):
         data = self.path.read_bytes()
         sha256 = hashlib.sha256(data).hexdigest()
         lines: dict[str, bytes] = {}
-        first_line: dict[str, int] = {}
+        repeat_lines: dict[tuple[str, int], bytes] = {}
+        first_line: dict[tuple[str, int], int] = {}
         for lineno, line in enumerate(data.split(b"\n"), start=1):
             if not line.strip():
                 continue
-            rid, _ = self._read(lineno, line)
-            if rid in first_line:
-                raise self._error(lineno, f"request_id {rid!r} repeats line {first_line[rid]}; a replay file "
-                                          "has one line per request")
-            first_line[rid] = lineno
-            lines[rid] = line
-        self._lines, self._n_lines, self._sha256 = lines, len(lines), sha256
+            rid, attempt, _ = self._read(lineno, line)
+            if (rid, attempt) in first_line:
+                which = f" attempt {attempt}" if attempt or repeat_lines else ""
+                raise self._error(lineno, f"request_id {rid!r}{which} repeats line {first_line[rid, attempt]}; a replay "
+                                          f"file has one line per request{' and attempt' if which else ''}")
+            first_line[rid, attempt] = lineno
+            if attempt:
+                repeat_lines[rid, attempt] = line
+            else:
+                lines[rid] = line
+        self._lines, self._repeat_lines, self._sha256 = lines, repeat_lines, sha256
+        self._n_lines = len(lines) + len(repeat_lines)
 
     def _loaded(self) -> dict[str, bytes]:
         self.setup()
         assert self._lines is not None
         return self._lines
 
-    def has(self, request_id: str) -> bool:
-        return request_id in self._loaded()
+    def _line(self, request_id: str, attempt: int) -> bytes | None:
+        return self._loaded().get(request_id) if attempt == 0 else self._repeat_lines.get((request_id, attempt))
+
+    def has(self, request_id: str, attempt: int = 0) -> bool:
+        return self._line(request_id, attempt) is not None
+
+    def attempts(self) -> int:
+        """How many attempts the file answers (1 + its highest ``attempt``)."""
+        self.setup()
+        return 1 + max((k for _, k in self._repeat_lines), default=0)
+
+    def check_repeats(self, repeats: int) -> None:
+        """Refuse a ``model.repeats`` below the file's attempts: its answers would go unscored."""
+        super().check_repeats(repeats)
+        if self.attempts() > repeats:
+            raise RepeatsError(f"model.repeats={repeats}, but the replay file {self.path} (model.path) answers "
+                               f"attempts up to {self.attempts() - 1}; set model.repeats={self.attempts()} to score "
+                               "every answer it holds")
 
     def answer(self, request_id: str, request: dict[str, Any]) -> AdapterResult:
-        line = self._loaded().get(request_id)
+        return self.answer_attempt(request_id, request, 0)
+
+    def answer_batch_attempts(self, items: list[tuple[str, dict[str, Any], int]]) -> list[AdapterResult]:
+        return [self.answer_attempt(rid, request, k) for rid, request, k in items]
+
+    def answer_attempt(self, request_id: str, request: dict[str, Any], attempt: int) -> AdapterResult:
+        line = self._line(request_id, attempt)
         if line is None:
             return AdapterResult(status="unattempted")
-        _, parsed = self._read(0, line)  # accepted at setup
+        _, _, parsed = self._read(0, line)  # accepted at setup
         fields = self.read_body(parsed.value, [list(p) for p in parsed.duplicate_keys], self.model_id)
         return AdapterResult(status="ok", response=fields.response, model=fields.model, usage=fields.usage,
                              meta=fields.meta, raw=None if parsed.exact else line.decode("utf-8"))
@@ -197,13 +235,15 @@ class ReplayAdapter(Adapter):
         has that the snapshot does not (counted; the first ``UNKNOWN_IDS_NAMED`` named)."""
         lines = self._loaded()
         known = set(request_ids)
-        unknown = [rid for rid in lines if rid not in known]
+        rids = dict.fromkeys([*lines, *(rid for rid, _ in self._repeat_lines)])
+        unknown = [rid for rid in rids if rid not in known]
         if unknown:
             log.warning("%s: %d request ids are not in the snapshot and are not scored (first: %s)",
                         self.path, len(unknown), ", ".join(unknown[:UNKNOWN_IDS_NAMED]))
         return {"replay": {
             "file": self.path.name,
             "lines": self._n_lines,
-            "requests_answered": len(lines) - len(unknown),
+            "requests_answered": len(rids) - len(unknown),
             "unknown_request_ids": {"count": len(unknown), "first": unknown[:UNKNOWN_IDS_NAMED]},
+            **({"attempts": self.attempts()} if self.attempts() > 1 else {}),
         }}

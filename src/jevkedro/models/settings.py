@@ -70,6 +70,7 @@ class EngineSettings(Settings):
     scheduler: str | None = Field(None, description="dask: address of an existing scheduler")
     shard_size: PositiveInt = Field(64, description="dask: requests per shard")
     shard_store: str | None = Field(None, description="dask: fsspec URL or local path of the optional crash-safe shard store")
+    repeats: PositiveInt = Field(1, description="answers asked of every request (stochastic models; docs/inference.md)")
 
     @field_validator("shard_store")
     @classmethod
@@ -192,6 +193,11 @@ class ModelSettings(BaseModel):
             options = parse_group(options_model, option_values, "model.")
         except SettingsError as exc:
             problems += exc.problems
+        if isinstance(engine, EngineSettings) and engine.repeats > 1:  # repeated sampling: a stochastic model, the local engine
+            problems += [p for p in (adapter_class(adapter).repeats_problem(engine.repeats),) if p]
+            if engine.executor == "dask":
+                problems.append(f"model.repeats={engine.repeats}: the dask executor asks each request once; "
+                                "use model.executor=local for repeated sampling")
         if problems:
             raise SettingsError(problems)
         return {"adapter": adapter, "name": values.get("name"), "engine": engine, "options": options}
@@ -199,7 +205,8 @@ class ModelSettings(BaseModel):
     def flat(self) -> dict[str, Any]:
         """The settings as users write them (``null``/unset left out)."""
         return {"adapter": self.adapter, **({"name": self.name} if self.name else {}),
-                **self.engine.model_dump(mode="json"), **self.options.model_dump(mode="json", exclude_none=True)}
+                **self.engine.model_dump(mode="json", exclude={"repeats"} if self.engine.repeats == 1 else None),  # K=1: as before
+                **self.options.model_dump(mode="json", exclude_none=True)}
 
 
 # -- family preparation ----------------------------------------------------------------------------

@@ -39,6 +39,7 @@ def has_media(value: Any) -> bool:
 
 class SparrowAdapter(Adapter):
     kind = "sparrow"
+    deterministic = True  # model.repeats > 1 refused before any node runs
 
     class Options(AdapterOptions):
         model: str | None = Field(None, description=f"sparrow-decider model name (default {DEFAULT_SPARROW_MODEL})")

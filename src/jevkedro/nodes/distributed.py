@@ -21,6 +21,9 @@ again.
 (jevkedro at the driver's version, the ``model.api_key_env`` variable set); keys are never sent,
 and a setting holding the key's value is refused.
 
+**Repeated sampling** (``model.repeats`` > 1) is refused with this executor by the settings check:
+every request is asked once here.
+
 **Failures.** A shard lost with its worker is rescheduled by Dask; one that still fails is recorded
 ``unattempted`` with the reason. A stop rule in one shard stops the run: unsent and pending shards
 are recorded ``unattempted``; finished ones keep their answers.
@@ -188,7 +191,8 @@ def run_shard(settings: dict[str, Any], items: list[tuple[str, dict[str, Any]]],
     adapter = _worker_adapter(settings)
     engine = EngineSettings.from_model(settings)
     records: list[dict[str, Any]] = []
-    stopped = ask_all(adapter, items, engine, sha, records.append, _WORKER_FIRST)
+    asks = [(rid, request, None) for rid, request in items]  # once each: model.repeats > 1 is refused with dask
+    stopped = ask_all(adapter, asks, engine, sha, records.append, _WORKER_FIRST)
     if shard_url is not None:
         write_shard(shard_url, records)
     return {"records": records, "stopped": stopped}

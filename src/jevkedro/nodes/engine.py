@@ -2,8 +2,11 @@
 
 Remote adapters have at most ``model.concurrency`` requests in flight: as coroutines on one event
 loop in the calling thread when the adapter offers that path, else from that many threads; local
-adapters are called in batches of ``model.batch_size``. Every request gets exactly one record:
-answered, or ``unattempted`` with the reason once a stop rule ended the run. The retry policy,
+adapters are called in batches of ``model.batch_size``. Every item gets exactly one record:
+answered, or ``unattempted`` with the reason once a stop rule ended the run. An item is
+``(request id, request, attempt)``: ``attempt`` is None for a run asking each request once (its
+records carry no attempt), else the 0-based repeat (``model.repeats``), written as the record's
+``attempt`` and named to the adapter (:meth:`~jevkedro.models.base.Adapter.answer_attempt`). The retry policy,
 stop rules and cost are described in :mod:`jevkedro.nodes.infer`; the local run and the Dask
 executor (:mod:`jevkedro.nodes.distributed`) both ask through :func:`ask_all`.
 """
@@ -117,7 +120,8 @@ class Progress:
 
 def make_record(rid: str, result: AdapterResult, latency: float | None, sha: str, first: bool,
                 probability_source: str = "native", cost: float | None = None,
-                attempts: int | None = None, reader: type[Adapter] | None = None) -> dict[str, Any]:
+                attempts: int | None = None, reader: type[Adapter] | None = None,
+                attempt: int | None = None) -> dict[str, Any]:
     """The log record of one request's outcome; a body (``result.raw``) is kept bounded and, read
     by ``reader`` (the adapter's class), is the source of the record's response
     (:func:`jevkedro.nodes.reply_body.keep_body`)."""
@@ -138,6 +142,8 @@ def make_record(rid: str, result: AdapterResult, latency: float | None, sha: str
     }
     if result.raw is not None:
         keep_body(rec, result, reader)
+    if attempt is not None:  # repeated sampling: which repeat this answer is (none when asked once)
+        rec["attempt"] = attempt
     for key, value in (("http_status", result.http_status),
                        ("server_request_id", result.server_request_id), ("failure", result.failure),
                        ("attempts", attempts)):
@@ -153,6 +159,7 @@ class _Outcome:
     latency: float | None
     stop: StopRun | None
     attempts: int
+    repeat: int | None = None  # the item's attempt (None: the request is asked once)
 
 
 def _retry_delay(rid: str, result: AdapterResult | None, stop: StopRun | None, attempt: int, policy: RetrySettings,
@@ -167,7 +174,7 @@ def _retry_delay(rid: str, result: AdapterResult | None, stop: StopRun | None, a
     return delay
 
 
-def _call(adapter: Adapter, rid: str, request: dict[str, Any], policy: RetrySettings,
+def _call(adapter: Adapter, rid: str, request: dict[str, Any], repeat: int | None, policy: RetrySettings,
           halt: threading.Event) -> _Outcome:
     """One request with the retry policy; latency is that of the last attempt."""
     attempt = 0
@@ -175,17 +182,17 @@ def _call(adapter: Adapter, rid: str, request: dict[str, Any], policy: RetrySett
         attempt += 1
         t0 = time.perf_counter()
         try:
-            result, stop = adapter.answer(rid, request), None
+            result, stop = adapter.answer_attempt(rid, request, repeat or 0), None
             latency = time.perf_counter() - t0
         except StopRun as exc:
             result, stop, latency = None, exc, None
         delay = _retry_delay(rid, result, stop, attempt, policy, halt)
         if delay is not None and not halt.wait(delay):
             continue
-        return _Outcome(rid, result, latency, stop, attempt)
+        return _Outcome(rid, result, latency, stop, attempt, repeat)
 
 
-async def _call_async(adapter: Adapter, rid: str, request: dict[str, Any], policy: RetrySettings,
+async def _call_async(adapter: Adapter, rid: str, request: dict[str, Any], repeat: int | None, policy: RetrySettings,
                       halt: threading.Event, halted: asyncio.Event) -> _Outcome:
     """:func:`_call` on the event loop: the same retry policy; a wait ends early when the run halts."""
     attempt = 0
@@ -193,7 +200,7 @@ async def _call_async(adapter: Adapter, rid: str, request: dict[str, Any], polic
         attempt += 1
         t0 = time.perf_counter()
         try:
-            result, stop = await adapter.answer_async(rid, request), None
+            result, stop = await adapter.answer_attempt_async(rid, request, repeat or 0), None
             latency = time.perf_counter() - t0
         except StopRun as exc:
             result, stop, latency = None, exc, None
@@ -203,7 +210,7 @@ async def _call_async(adapter: Adapter, rid: str, request: dict[str, Any], polic
                 await asyncio.wait_for(halted.wait(), delay)
             except TimeoutError:
                 continue
-        return _Outcome(rid, result, latency, stop, attempt)
+        return _Outcome(rid, result, latency, stop, attempt, repeat)
 
 
 class _Collector:
@@ -222,9 +229,9 @@ class _Collector:
         self.stopped: str | None = None
         self.consecutive = 0
 
-    def unattempted(self, rid: str, why: str, http_status: int | None = None) -> None:
+    def unattempted(self, rid: str, why: str, http_status: int | None = None, repeat: int | None = None) -> None:
         self.emit(make_record(rid, AdapterResult(status="unattempted", error=why, http_status=http_status),
-                          None, self.sha, False, self.adapter.probability_source))
+                          None, self.sha, False, self.adapter.probability_source, attempt=repeat))
 
     def stop(self, why: str) -> None:
         if self.stopped is None:
@@ -235,7 +242,7 @@ class _Collector:
     def take(self, o: _Outcome) -> None:
         if o.stop is not None:
             self.stop(str(o.stop))
-            self.unattempted(o.rid, f"run stopped: {o.stop}", o.stop.http_status)
+            self.unattempted(o.rid, f"run stopped: {o.stop}", o.stop.http_status, o.repeat)
             return
         result = o.result
         assert result is not None  # an outcome that did not stop the run has a result
@@ -245,7 +252,7 @@ class _Collector:
         self.emit(make_record(o.rid, result, o.latency if timed else None, self.sha, first,
                           self.adapter.probability_source, self.tariff.cost(result.usage),
                           o.attempts if self.adapter.remote else None,
-                          type(self.adapter) if self.adapter.reads_bodies else None))
+                          type(self.adapter) if self.adapter.reads_bodies else None, o.repeat))
         if result.infrastructure_failure:
             self.consecutive += 1
             if self.consecutive >= self.engine.max_consecutive_failures:
@@ -292,7 +299,10 @@ def _run_on_a_loop(make: Callable[[], Any]) -> None:
         raise failure[0]
 
 
-async def _ask_on_loop(adapter: Adapter, pending: Iterator[tuple[str, dict[str, Any]]], engine: EngineSettings,
+Item = tuple[str, dict[str, Any], "int | None"]  # (request id, request, attempt: None when asked once)
+
+
+async def _ask_on_loop(adapter: Adapter, pending: Iterator[Item], engine: EngineSettings,
                        col: _Collector, halt: threading.Event) -> None:
     """The remote loop of :func:`ask_all` as coroutines on this one thread: ``engine.concurrency``
     workers, each taking the next request in snapshot order, asking it and recording its outcome
@@ -306,7 +316,7 @@ async def _ask_on_loop(adapter: Adapter, pending: Iterator[tuple[str, dict[str, 
             if nxt is None:
                 return
             try:
-                outcome = await _call_async(adapter, nxt[0], nxt[1], engine.retry, halt, halted)
+                outcome = await _call_async(adapter, nxt[0], nxt[1], nxt[2], engine.retry, halt, halted)
                 col.take(outcome)
             except BaseException:
                 halt.set()  # an adapter bug or the writer's failure: send nothing more
@@ -335,9 +345,10 @@ async def _ask_on_loop(adapter: Adapter, pending: Iterator[tuple[str, dict[str, 
         await adapter.aclose()
 
 
-def ask_all(adapter: Adapter, items: Iterable[tuple[str, dict[str, Any]]], engine: EngineSettings, sha: str,
+def ask_all(adapter: Adapter, items: Iterable[Item], engine: EngineSettings, sha: str,
             emit: Callable[[dict[str, Any]], None], first_state: dict[str, bool] | None = None) -> str | None:
-    """Ask ``items`` (already set up adapter), emitting one record per request in completion order.
+    """Ask ``items`` (already set up adapter; see :data:`Item`), emitting one record per item in
+    completion order.
 
     Every item gets exactly one record: answered, or ``unattempted`` once the run stopped.
     Returns why the run stopped, or None.
@@ -362,7 +373,7 @@ def ask_all(adapter: Adapter, items: Iterable[tuple[str, dict[str, Any]]], engin
                     nxt = next(pending, None)
                     if nxt is None:
                         return
-                    inflight[pool.submit(_call, adapter, nxt[0], nxt[1], engine.retry, halt)] = nxt[0]
+                    inflight[pool.submit(_call, adapter, nxt[0], nxt[1], nxt[2], engine.retry, halt)] = nxt[0]
 
             try:
                 fill()
@@ -386,21 +397,22 @@ def ask_all(adapter: Adapter, items: Iterable[tuple[str, dict[str, Any]]], engin
                 break
             t0 = time.perf_counter()
             try:
-                results = adapter.answer_batch(batch)
+                results = (adapter.answer_batch_attempts([(r, q, k or 0) for r, q, k in batch])
+                           if any(k is not None for _, _, k in batch) else adapter.answer_batch([(r, q) for r, q, _ in batch]))
             except StopRun as exc:
                 col.stop(str(exc))
-                for rid, _ in batch:
-                    col.unattempted(rid, f"run stopped: {exc}", exc.http_status)
+                for rid, _, k in batch:
+                    col.unattempted(rid, f"run stopped: {exc}", exc.http_status, k)
                 break
             if len(results) != len(batch):  # zip would silently drop requests: a broken adapter
                 raise RuntimeError(f"{adapter.kind}: answer_batch returned {len(results)} results for "
                                    f"{len(batch)} requests")
             share = (time.perf_counter() - t0) / len(batch)  # a batch's wall time, shared evenly
-            for (rid, _), result in zip(batch, results):
+            for (rid, _, k), result in zip(batch, results):
                 if len(batch) > 1:
                     result.meta = {**result.meta, "batch_size": len(batch)}
-                col.take(_Outcome(rid, result, share, None, 1))
-    for rid, _ in pending:
-        col.unattempted(rid, f"run stopped: {col.stopped}")
+                col.take(_Outcome(rid, result, share, None, 1, k))
+    for rid, _, k in pending:
+        col.unattempted(rid, f"run stopped: {col.stopped}", repeat=k)
     return col.stopped
 

@@ -26,6 +26,11 @@ recorded ``unattempted`` with the reason; a 413/422 is an ``error`` of that requ
 **Cost** = ``input_tokens × price_input_per_1m / 1e6 + output_tokens × price_output_per_1m / 1e6``
 from the measured usage; null when a needed number is unknown, never 0.
 
+**Repeats** (``model.repeats=K``): every request is asked K times, attempt 0 for every request
+first, then attempt 1, ...; each record carries its ``attempt`` and resuming counts per (request,
+attempt). ``repeats`` is not part of the run identity: attempt k is the same draw whatever K is,
+so raising K asks only the new attempts, and lowering it keeps the others in the log, unscored.
+
 **Execution**: :mod:`jevkedro.nodes.engine` locally, or sharded over Dask workers with
 ``model.executor=dask`` (:mod:`jevkedro.nodes.distributed`).
 """
@@ -61,6 +66,7 @@ def run_inference(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog,
     engine = engine or EngineSettings()
     if not snapshot.verified:
         raise RuntimeError(f"{snapshot.path}: refusing inference on an unverified snapshot")
+    adapter.check_repeats(engine.repeats)  # a deterministic model, a replay file's attempts
     with output_lock.holding(plog.path.parent):  # one writer per output folder
         return _run_locked(snapshot, adapter, plog, engine, adapter_settings)
 
@@ -90,10 +96,17 @@ def _start_log(plog: PredictionLog, adapter: Adapter, identity: dict[str, Any]) 
 
 def _run_local(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog, engine: EngineSettings,
                model_id: str) -> tuple[int, int, str | None]:
-    """Ask the requests without a final answer in this process; returns (asked, reused, stopped)."""
-    done = plog.done(snapshot.sha256)
-    todo = [(rid, req) for rid, req in snapshot.requests() if rid not in done]
-    console.resumed(snapshot.view, len(snapshot.rows), len(done), len(todo), f", {model_id}")
+    """Ask the (request, attempt) pairs without a final answer in this process, attempt by attempt
+    (``model.repeats``; with one, records carry no attempt); returns (asked, reused, stopped)."""
+    K = engine.repeats
+    todo: list[tuple[str, dict[str, Any], int | None]] = []
+    reused = 0
+    for k in range(K):
+        done = plog.done(snapshot.sha256, k)
+        reused += len(done)
+        todo += [(rid, req, k if K > 1 else None) for rid, req in snapshot.requests() if rid not in done]
+    total = len(snapshot.rows) * K
+    console.resumed(snapshot.view, total, reused, len(todo), f", {model_id}" + (f", x {K} repeats" if K > 1 else ""))
     progress = Progress(len(todo), snapshot.view, engine.progress)
 
     def emit(rec: dict[str, Any]) -> None:
@@ -106,7 +119,7 @@ def _run_local(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog, engine
     finally:
         progress.close()
         adapter.close()
-    return len(todo), len(done), stopped
+    return len(todo), reused, stopped
 
 
 def _run_locked(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog, engine: EngineSettings,
@@ -129,7 +142,7 @@ def _run_locked(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog, engin
             asked, reused, stopped = _run_local(snapshot, adapter, plog, engine, identity["model"])
     finally:
         plog.compact(order)
-    summary = {"asked": asked, "reused": reused, "stopped": stopped, **summarize(plog.index.values()),
+    summary = {"asked": asked, "reused": reused, "stopped": stopped, **summarize(plog.entries()),
                "identity": identity}
     plog.write_meta({**meta, **adapter.run_notes(order), "last_run": {k: v for k, v in summary.items() if k != "identity"}})
     return summary

@@ -8,6 +8,11 @@ run appends only a small :class:`LogEntry` per request is kept (the index). A li
 is not a record is refused naming file and line; a last line without its newline (a killed write)
 is dropped with a warning, and cut from the file only by the writer. ``run.json`` beside the log
 names the identity that wrote its records.
+
+**Repeats** (``model.repeats``): a record may carry ``attempt`` (a whole number from 0; absent
+means 0, as every record of a run asking each request once). The log keeps each request's latest
+line per attempt: :attr:`PredictionLog.index` for attempt 0, :attr:`PredictionLog.repeats` for the
+others; resuming counts per (request, attempt) and compaction keeps every attempt.
 """
 
 from __future__ import annotations
@@ -111,7 +116,7 @@ def encode_record(record: Mapping[str, Any]) -> bytes:
     return utf8_json_line(record, (",", ":"), check_circular=False)  # records are trees: parsed JSON
 
 
-def _problem(request_id: Any, status: Any) -> str | None:
+def _problem(request_id: Any, status: Any, attempt: Any = _MISSING) -> str | None:
     """What makes these fields not a prediction record's (None: they are one)."""
     if request_id is _MISSING:
         return "no request_id"
@@ -121,7 +126,14 @@ def _problem(request_id: Any, status: Any) -> str | None:
         return "no status (a record without one would silently be asked again)"
     if not isinstance(status, str) or status not in RECORD_STATUSES:
         return f"status {status!r} is not one of {', '.join(RECORD_STATUSES)}"
+    if attempt is not _MISSING and (type(attempt) is not int or attempt < 0):
+        return f"attempt {attempt!r} is not a whole number from 0 (which repeat of the request it answers)"
     return None
+
+
+def attempt_of(record: Mapping[str, Any]) -> int:
+    """Which repeat of its request a record answers (0 when it carries no ``attempt``)."""
+    return record.get("attempt", 0)
 
 
 def decode_record(line: bytes | bytearray) -> dict[str, Any]:
@@ -132,7 +144,7 @@ def decode_record(line: bytes | bytearray) -> dict[str, Any]:
         raise ValueError(f"not valid JSON ({exc.within_line()})") from None
     if not isinstance(rec, dict):
         raise ValueError(f"a JSON {type(rec).__name__}, not an object")
-    why = _problem(rec.get("request_id", _MISSING), rec.get("status", _MISSING))
+    why = _problem(rec.get("request_id", _MISSING), rec.get("status", _MISSING), rec.get("attempt", _MISSING))
     if why:
         raise ValueError(why)
     return rec
@@ -199,8 +211,18 @@ class LogRecords(Mapping[str, dict[str, Any]]):
     """The records of one read of a log by request id, in log order: each decoded from the bytes
     read (:func:`decode_record`) when it is asked for, so no tree per record is held."""
 
-    def __init__(self, data: bytes | bytearray, index: dict[str, LogEntry]) -> None:
-        self._data, self._index = data, index
+    def __init__(self, data: bytes | bytearray, index: dict[str, LogEntry],
+                 repeats: Mapping[int, dict[str, LogEntry]] | None = None) -> None:
+        self._data, self._index, self._repeats = data, index, repeats or {}
+
+    @property
+    def attempts(self) -> int:
+        """How many attempts the log holds answers of (1 + the highest attempt recorded; 1 when none has one)."""
+        return 1 + max((k for k, e in self._repeats.items() if e), default=0)
+
+    def attempt(self, k: int) -> LogRecords:
+        """The records of attempt ``k`` by request id (attempt 0: these)."""
+        return self if k == 0 else LogRecords(self._data, self._repeats.get(k, {}))
 
     def __getitem__(self, rid: str) -> dict[str, Any]:
         e = self._index[rid]
@@ -235,7 +257,8 @@ class PredictionLog:
         self._last_sync = 0.0
         self.identity: str | None = None  # the digest appended records are stamped with
         self.adopt_unstamped = False  # whether records without a stamp count as this identity's
-        self.index: dict[str, LogEntry] = {}
+        self.index: dict[str, LogEntry] = {}  # attempt 0 (every record of a run asking each request once)
+        self.repeats: dict[int, dict[str, LogEntry]] = {}  # attempt (1, 2, ...) -> its records' entries
         self._data: bytes | bytearray | None = None  # the bytes of the last read, while they are the file's
         self._whole_end = 0  # where the last record's line ends: the writer cuts what follows (a torn tail)
         self._read()  # every line checked: a log that is not one is refused at once
@@ -249,17 +272,20 @@ class PredictionLog:
         """One pass over the file: the index, the bytes read and where the last record's line ends."""
         data = read_file(self.path) if self.path.is_file() else bytearray()
         index: dict[str, LogEntry] = {}
+        repeats: dict[int, dict[str, LogEntry]] = {}
         end = 0
         for offset, length, rec in read_records(data, self.path):
-            index[rec["request_id"]] = _entry(rec, offset, length)
+            k = attempt_of(rec)
+            (index if k == 0 else repeats.setdefault(k, {}))[rec["request_id"]] = _entry(rec, offset, length)
             end = offset + length
-        self.index, self._data, self._whole_end = index, data, end
+        self.index, self.repeats, self._data, self._whole_end = index, repeats, data, end
 
     def _written(self) -> None:
         """The file is about to change: the bytes read no longer describe it. (A :class:`LogRecords`
         handed out keeps its own bytes and index.)"""
         if self._data is not None:
             self._data, self.index = None, dict(self.index)
+            self.repeats = {k: dict(v) for k, v in self.repeats.items()}
 
     @property
     def records(self) -> LogRecords:
@@ -269,7 +295,13 @@ class PredictionLog:
             self.close()
             self._read()
         assert self._data is not None
-        return LogRecords(self._data, self.index)
+        return LogRecords(self._data, self.index, self.repeats)
+
+    def entries(self) -> Iterator[LogEntry]:
+        """The index entry of every (request, attempt)."""
+        yield from self.index.values()
+        for entries in self.repeats.values():
+            yield from entries.values()
 
     def meta(self) -> dict[str, Any] | None:
         """The run's identity and settings (``run.json``), or None when there is none."""
@@ -299,16 +331,17 @@ class PredictionLog:
 
     def identities(self) -> set[str | None]:
         """The identity digests the records are stamped with (None: a record without a stamp)."""
-        return {e.identity for e in self.index.values()}
+        return {e.identity for e in self.entries()}
 
     def _ours(self, entry: LogEntry) -> bool:
         if self.identity is None:
             return True
         return entry.identity == self.identity or (entry.identity is None and self.adopt_unstamped)
 
-    def done(self, snapshot_sha256: str) -> set[str]:
-        """Requests with a final record for ``snapshot_sha256`` written by the bound identity."""
-        return {rid for rid, e in self.index.items()
+    def done(self, snapshot_sha256: str, attempt: int = 0) -> set[str]:
+        """Requests with a final record of ``attempt`` for ``snapshot_sha256`` written by the bound identity."""
+        entries = self.index if attempt == 0 else self.repeats.get(attempt, {})
+        return {rid for rid, e in entries.items()
                 if e.status in FINAL_STATUSES and e.snapshot_sha256 == snapshot_sha256 and self._ours(e)}
 
     def checked_meta(self) -> dict[str, Any] | None:
@@ -338,21 +371,21 @@ class PredictionLog:
     def reset(self) -> None:
         self.close()
         self._written()
-        self.index, self._whole_end = {}, 0
+        self.index, self.repeats, self._whole_end = {}, {}, 0
         self.path.unlink(missing_ok=True)
 
     def set_aside(self) -> Path | None:
         """Move the log out of the way (``predictions.<digest>.superseded.jsonl``, named after the
         identity its records carry) and start empty; returns where it went (None: it was empty)."""
         self.close()
-        if not self.path.is_file() or not self.index:
+        if not self.path.is_file() or next(self.entries(), None) is None:
             self.reset()
             return None
         stamps = sorted(str(i) for i in self.identities() if i is not None) or ["unstamped"]
         target = self.path.with_name(f"{self.path.stem}.{'+'.join(stamps)[:40]}.superseded{self.path.suffix}")
         self._written()
         os.replace(self.path, target)
-        self.index, self._whole_end = {}, 0
+        self.index, self.repeats, self._whole_end = {}, {}, 0
         return target
 
     def _open(self) -> IO[bytes]:
@@ -365,7 +398,7 @@ class PredictionLog:
 
     def append(self, record: dict[str, Any]) -> None:
         rid = record.get("request_id", _MISSING)
-        why = _problem(rid, record.get("status", _MISSING))
+        why = _problem(rid, record.get("status", _MISSING), record.get("attempt", _MISSING))
         if why:  # never write a line the log would refuse when it is read back
             raise PredictionLogError(f"{self.path}: refusing to append a record with {why}")
         if self.identity is not None and record.get(IDENTITY_FIELD) != self.identity:
@@ -386,7 +419,8 @@ class PredictionLog:
                                              and now - self._last_sync >= self.fsync_interval_s):
             os.fsync(fd)
             self._last_sync = now
-        self.index[rid] = _entry(record, offset, len(data))
+        k = attempt_of(record)
+        (self.index if k == 0 else self.repeats.setdefault(k, {}))[rid] = _entry(record, offset, len(data))
 
     def sync(self) -> None:
         if self._fh is not None:
@@ -399,22 +433,29 @@ class PredictionLog:
             self._fh = None
 
     def compact(self, order: list[str]) -> None:
-        """Rewrite atomically: one line per request (its latest), in ``order``; requests not in
-        ``order`` are dropped. Lines are copied byte for byte from the old file, one at a time."""
+        """Rewrite atomically: one line per request and attempt (its latest), in ``order`` (a request's
+        attempts in turn); requests not in ``order`` are dropped. Lines are copied byte for byte from
+        the old file, one at a time."""
         self.close()
         self._written()
         old = self.index
-        kept = [(rid, old[rid]) for rid in order if rid in old]
+        if self.repeats:
+            tables = [(0, old), *sorted(self.repeats.items())]
+            kept = [(k, rid, t[rid]) for rid in order for k, t in tables if rid in t]
+        else:
+            kept = [(0, rid, old[rid]) for rid in order if rid in old]
         new: dict[str, LogEntry] = {}
+        repeats: dict[int, dict[str, LogEntry]] = {}
         at = 0
         with (open(self.path, "rb") if kept else nullcontext()) as src, atomic_writer(self.path) as dst:
-            for rid, e in kept:
+            for k, rid, e in kept:
                 assert src is not None
                 line = os.pread(src.fileno(), e.length, e.offset)
                 if len(line) != e.length or not line.endswith(b"\n"):
                     raise PredictionLogError(f"{self.path}: changed while it was being compacted "
                                              f"(line of {rid} at byte {e.offset})")
                 dst.write(line)
-                new[rid] = LogEntry(e.status, e.snapshot_sha256, e.cost_usd, at, e.length, e.identity)
+                (new if k == 0 else repeats.setdefault(k, {}))[rid] = LogEntry(
+                    e.status, e.snapshot_sha256, e.cost_usd, at, e.length, e.identity)
                 at += e.length
-        self.index, self._whole_end = new, at
+        self.index, self.repeats, self._whole_end = new, repeats, at

@@ -8,6 +8,14 @@ of attempt k alone, k = 1..K; ``ddof=1``), the within-question variance (each qu
 over its repeats, ``ddof=0``, averaged over questions) and the share of questions whose top answer
 is the same in every repeat. A loss that is NaN (an answer not valid) is left out of that
 question's mean; a question with no valid repeat is left out of the headline.
+
+:func:`attempt_tables` judges every attempt of a predictions log as its own question table and
+:func:`pooled_table` stacks them (one row per question and attempt): the report's metrics,
+calibration, intervals and clustered errors are computed on it with each request (or family
+group) as one cluster holding all its repeats, so accuracy is the mean hit rate, calibration pools
+every repeat, and the intervals are those of the repeat-averaged per-question values (exactly,
+for NLL and Brier, when every repeat of a question is valid). :func:`repeat_summary` is the
+report's ``repeats`` section.
 """
 
 from __future__ import annotations
@@ -16,6 +24,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from jevkedro.nodes import metrics as M
+from jevkedro.nodes.layout import SliceColumn
+from jevkedro.nodes.validate import QuestionTable, RequestColumns, build_question_table
 
 METRICS = ("accuracy", "nll", "brier")
 
@@ -72,3 +84,59 @@ def across_repeats(question: Sequence[Any], attempt: Sequence[int], top: Sequenc
     out["same_top_answer_share"] = (sum(len(s) == 1 and None not in s for s in tops.values()) / len(tops)
                                     if tops else None)
     return out
+
+
+def attempt_tables(snapshot: Any, first: QuestionTable, records: Any, repeats: int) -> list[QuestionTable]:
+    """The question table of each attempt 0..``repeats``-1: ``first`` (attempt 0's, already built)
+    and one judged from each further attempt's records (``records.attempt(k)``: a predictions
+    log's :class:`~jevkedro.nodes.predictions_log.LogRecords`)."""
+    return [first, *(build_question_table(snapshot, records.attempt(k)) for k in range(1, repeats))]
+
+
+def pooled_table(tables: Sequence[QuestionTable]) -> QuestionTable:
+    """Every attempt's rows in one table (attempt 0's questions, then attempt 1's, ...); the
+    request columns count every (request, attempt)."""
+    t0 = tables[0]
+
+    def cat(name: str) -> np.ndarray:
+        return np.concatenate([getattr(t, name) for t in tables])
+
+    cols = RequestColumns(requests=sum(t.requests.requests for t in tables if t.requests is not None),
+                          attempted=sum(t.requests.attempted for t in tables if t.requests is not None))
+    for t in tables:
+        if t.requests is not None:
+            for mine, theirs in zip(cols.columns(), t.requests.columns()):
+                mine.extend(theirs)
+    return QuestionTable(
+        request_id=cat("request_id"), question_id=cat("question_id"), qtype=cat("qtype"), K=cat("K"), P=cat("P"),
+        Y=cat("Y"), has_target=cat("has_target"), label=cat("label"), unscored=cat("unscored"), status=cat("status"),
+        reason=[r for t in tables for r in t.reason],
+        slices={name: np.concatenate([t.slices[name] for t in tables]) for name in t0.slices},
+        level_order=None if t0.level_order is None else np.concatenate([t.level_order for t in tables]),
+        slice_codes={name: SliceColumn(np.concatenate([t.slice_codes[name].codes for t in tables]), c.values)
+                     for name, c in t0.slice_codes.items()},
+        requests=cols if t0.requests is not None else None,
+    )
+
+
+def repeat_summary(tables: Sequence[QuestionTable]) -> dict[str, Any]:
+    """``report.json``'s ``repeats``: :func:`across_repeats` of the attempts' tables (scored
+    questions only; accuracy over hard-label questions, NLL and Brier over valid answers with a
+    target, the top answer of a valid answer)."""
+    question: list[Any] = []
+    attempt: list[int] = []
+    top: list[Any] = []
+    losses: dict[str, list[np.ndarray]] = {m: [] for m in METRICS}
+    for k, t in enumerate(tables):
+        st = M.table_stats(t)
+        keep = ~np.asarray(t.unscored, dtype=bool)
+        question += list(zip(np.asarray(t.request_id)[keep].tolist(), np.asarray(t.question_id)[keep].tolist()))
+        attempt += [k] * int(keep.sum())
+        pred, _ = M.top_label(t.P)
+        top += [int(p) if v else None for p, v in zip(pred[keep].tolist(), np.asarray(t.valid)[keep].tolist())]
+        losses["accuracy"].append(np.where(st["hard"], st["correct"], np.nan)[keep])
+        losses["nll"].append(np.where(st["prob"], st["nll"], np.nan)[keep])
+        losses["brier"].append(np.where(st["prob"], st["brier"], np.nan)[keep])
+    out = across_repeats(question, attempt, top, {m: np.concatenate(v) for m, v in losses.items()})
+    return {"headline": "each question's mean over its repeats (accuracy: the hit rate; NLL, Brier: the loss)",
+            "calibration": "every repeat's answer pooled (metrics, calibration)", **out}

@@ -13,7 +13,9 @@ score's Murphy decomposition and ECE over equal-width and equal-mass bins, overa
 :mod:`jevkedro.nodes.calibration`), ``model_settings`` (the model's settings as written: names of key
 variables, never keys), ``run`` (whether every request was attempted and none failed; see
 :func:`run_status`) and, for replayed answers, ``replay`` (the replay file's lines and the request
-ids it has that the snapshot does not, counted and named).
+ids it has that the snapshot does not, counted and named). With ``model.repeats=K`` > 1 every part
+is computed over every (question, attempt) with a request's repeats in one cluster, and
+``repeats`` gives the across-repeat figures (:mod:`jevkedro.nodes.repeats`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from jevkedro import sample
 from jevkedro.config import BASELINE_GATES
 from jevkedro.nodes import compare as stats
 from jevkedro.nodes import metrics as M
+from jevkedro.nodes import repeats as R
 from jevkedro.nodes.analytic import report_analytic
 from jevkedro.nodes.calibration import calibration_summary
 from jevkedro.nodes.plots import latency_histogram
@@ -224,6 +227,9 @@ def build_report(
     columns read from the records with the verdicts (``table.requests``); a table built by hand
     has none, and they are read from ``predictions``."""
     request_ids = snapshot.request_ids
+    repeats = int(model.get("repeats") or 1)  # model.repeats=K: every attempt's answers, pooled (nodes/repeats.py)
+    tables = R.attempt_tables(snapshot, table, predictions, repeats) if repeats > 1 else [table]
+    table = R.pooled_table(tables) if repeats > 1 else table
     cols = table.requests if table.requests is not None else RequestColumns.of(predictions, request_ids)
     resolved = sorted({m for m in cols.model if m})
     run_meta = run_meta or {}
@@ -254,6 +260,8 @@ def build_report(
                                     unit_name),
         "calibration": calibration_summary(table, terms, frozenset(_NOT_SLICES)),
     }
+    if repeats > 1:
+        report["repeats"] = R.repeat_summary(tables)
     replay = replay_summary(run_meta)
     if replay is not None:
         report["replay"] = replay
