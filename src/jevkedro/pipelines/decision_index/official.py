@@ -62,19 +62,14 @@ MACRO_GROUP_KEY = {22: "song_id", 23: "user_id"}  # metadata key; falls back to 
 ACCEPTED_PAYLOAD = {31: ("chess_reference_value", "accepted"), 50: ("human_group_rank", "accepted")}
 
 
-class _Fields:
-    """Per-question arrays of one benchmark, aligned with the question table."""
+FIELDS = ("request", "group", "track", "query", "macro", "status", "valid", "scored", "label", "pred", "options",
+          "correct", "positive", "score", "gain")  # one benchmark's per-question columns, in this order
+OBJECT_FIELDS = ("request", "group", "track", "query", "macro")
 
-    def __init__(self) -> None:
-        self.cols: dict[str, list] = defaultdict(list)
 
-    def add(self, **kw: Any) -> None:
-        for k, v in kw.items():
-            self.cols[k].append(v)
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        return {k: np.array(v, dtype=object if k in ("request", "group", "track", "query", "macro") else None)
-                for k, v in self.cols.items()}
+def _columns(rows: list[tuple]) -> dict[str, np.ndarray]:
+    """Per-question tuples (in :data:`FIELDS` order) as one array per field."""
+    return {k: np.array(v, dtype=object if k in OBJECT_FIELDS else None) for k, v in zip(FIELDS, zip(*rows))}
 
 
 def _payload(row, *path: str) -> Any:
@@ -102,7 +97,7 @@ def _relevant_index(row, qid: str) -> int | None:
 def collect(snapshot: Snapshot, table) -> dict[int, dict[str, np.ndarray]]:
     """Walk the snapshot in table order and gather each benchmark's per-question arrays (one pass:
     the rows are not kept)."""
-    per: dict[int, _Fields] = defaultdict(_Fields)
+    per: dict[int, list[tuple]] = defaultdict(list)
     # per-question columns as Python lists once (indexing numpy scalars per question is slow)
     n = len(table.request_id)
     t_request, t_question = list(table.request_id), list(table.question_id)
@@ -142,15 +137,13 @@ def collect(snapshot: Snapshot, table) -> dict[int, dict[str, np.ndarray]]:
             else:
                 gain = float(scored and rel is not None and label == rel)
             valid = t_status[i] == "ok"
-            per[cid].add(
-                request=row.request_id, group=group, track=str(row.slices.get("track")), query=group, macro=macro,
-                status=t_status[i], valid=valid, scored=scored, label=label, pred=pred, options=k,
-                correct=scored and pred in accepted, positive=pos if pos is not None else -1,
-                score=float(table.P[i, rel]) if (rel is not None and valid) else -1.0, gain=gain)
+            per[cid].append((row.request_id, group, str(row.slices.get("track")), group, macro, t_status[i], valid,
+                             scored, label, pred, k, scored and pred in accepted, pos if pos is not None else -1,
+                             float(table.P[i, rel]) if (rel is not None and valid) else -1.0, gain))
             i += 1
     if i != len(table.request_id):
         raise SnapshotError(f"{snapshot.path}: question table has {len(table.request_id)} questions, snapshot {i}")
-    return {cid: f.arrays() for cid, f in per.items()}
+    return {cid: _columns(rows) for cid, rows in per.items()}
 
 
 def answered_requests(a: dict[str, np.ndarray]) -> dict[str, bool]:
