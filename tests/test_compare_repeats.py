@@ -174,16 +174,24 @@ def test_k1_ignores_further_attempts_in_the_log_and_prints_no_repeats(root, caps
     assert "repeats" not in plain and "outcomes" not in plain["mcnemar"] and "repeats" not in out_plain
 
 
-def test_repeats_are_named_on_the_console_and_in_the_markdown(root, capsys):
+def test_repeats_are_named_on_the_console_and_in_the_markdown_with_the_plots(root, capsys):
     root, snapshot = root
     rng = np.random.default_rng(5)
     (pa, va), (pb, vb) = random_model(rng, 2), random_model(rng, 1)
     write_model(root, "model-a", pa, va, snapshot, 2)
     write_model(root, "model-b", pb, vb, snapshot, None)
     md = root / "s.md"
-    compare_doc(root, "--markdown", str(md))
+    assert main(["--root", str(root), "--view", "jevbench", "model-a", "model-b", "--resamples", "50", "--markdown", str(md)]) == 0
     assert "repeats: A 2, B 1" in capsys.readouterr().out
     assert "repeats A 2, B 1" in md.read_text()
+    out = root / "data/08_reporting/compare/model-a__vs__model-b"
+    for name in ("jevbench.reliability.png", "jevbench.slices.png", "jevbench.html"):
+        assert (out / name).stat().st_size > 0
+    from jevkedro.compare import compare_view
+
+    (name_a, conf_a, hit_a, _), (_, conf_b, _, _) = compare_view(root, "jevbench", "model-a", "model-b", resamples=20)[1]["models"]
+    assert name_a == "model-a" and len(conf_a) == va.sum() and len(conf_b) == vb.sum()  # A's curve pools both repeats
+    assert sorted(conf_a) == pytest.approx(sorted(np.maximum(pa, 1 - pa)[va])) and hit_a.sum() == (va & (pa > 0.5)).sum()
 
 
 @pytest.mark.parametrize("bad", ["3", 0, 1.5, True])
