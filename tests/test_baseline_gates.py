@@ -89,6 +89,48 @@ def test_a_clearly_worse_model_fails_with_exit_3_naming_view_metric_baseline_mar
         assert f"{failed[gate]['value']:.4g}" in line
 
 
+def with_attempts(out: Path, *per_attempt: Path) -> Path:
+    """One replay file answering attempt k from the k-th file (each a line per request)."""
+    lines = []
+    for k, path in enumerate(per_attempt):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            lines.append(json.dumps({**json.loads(line), "attempt": k}))
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out
+
+
+@pytest.mark.e2e
+def test_a_run_with_repeats_is_gated_on_its_mean_hit_rate_not_attempt_0(project):
+    """Attempt 0 gives the baseline's answers, attempts 1 and 2 wrong ones: the mean hit rate over
+    the three repeats dropped (paired on attempt 0 alone the run would pass), so the gate fails."""
+    same = replay_file(project, "base", VIEW, project / "rep-same.jsonl")
+    wrong = wrong_answers(project, project / "rep-wrong.jsonl")
+    answers = with_attempts(project / "rep.jsonl", same, wrong, wrong)
+    done = run(project, f"model.adapter=replay,model.path={answers},model.name=flaky,model.repeats=3,"
+               + gates("base", max_drop_accuracy=0.05))
+    assert done.returncode == 3, done.stdout[-2000:] + done.stderr[-3000:]
+    rep, base = report(project, "flaky", VIEW), report(project, "base", VIEW)
+    (acc,) = rep["gates"]["failed"]
+    assert acc["gate"] == "max_drop_accuracy" and acc["repeats"] == {"this": 3, "baseline": 1}
+    # the change is the baseline's accuracy less this run's mean over its repeats (a third of attempt 0's)
+    assert acc["change"] == pytest.approx(base["metrics"]["overall"]["accuracy"] - rep["repeats"]["accuracy"])
+    assert rep["repeats"]["accuracy"] == pytest.approx(base["metrics"]["overall"]["accuracy"] / 3)
+    assert "gate max_drop_accuracy: accuracy drop vs baseline base" in done.stdout + done.stderr
+
+
+@pytest.mark.e2e
+def test_a_run_repeating_the_baselines_answers_passes_every_gate(project):
+    same = replay_file(project, "base", VIEW, project / "rep2-same.jsonl")
+    answers = with_attempts(project / "rep2.jsonl", same, same)
+    done = run(project, f"model.adapter=replay,model.path={answers},model.name=steady,model.repeats=2,"
+               + gates("base", **MARGINS))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    checked = report(project, "steady", VIEW)["gates"]["checked"]
+    assert {c["gate"] for c in checked} == set(MARGINS)
+    for c in checked:  # the same answers in every repeat: no change, no spread
+        assert c["passed"] and c["change"] == 0 and c["value"] == 0 and c["repeats"] == {"this": 2, "baseline": 1}
+
+
 @pytest.mark.e2e
 def test_a_baseline_without_a_report_is_refused_before_anything_is_asked(project):
     answers = replay_file(project, "base", VIEW, project / "again.jsonl")

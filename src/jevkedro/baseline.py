@@ -3,7 +3,8 @@
 
 This run's answers are paired question by question with the baseline's current run on the same
 snapshot, as ``python -m jevkedro.compare`` pairs them (:func:`jevkedro.nodes.compare.paired_resamples`,
-:func:`jevkedro.nodes.analytic.paired_analytic`). For each gate, the *change* ``δ`` is the way the
+:func:`jevkedro.nodes.analytic.paired_analytic`); with ``model.repeats`` (either run, each its own K)
+on each question's mean over its repeats (:func:`jevkedro.nodes.repeats.averaged_terms`). For each gate, the *change* ``δ`` is the way the
 metric got worse: accuracy ``baseline − this``, NLL/Brier/ECE ``this − baseline``. A gate passes only
 when the one-sided upper bound of ``δ`` is below its margin: for accuracy, NLL and Brier the analytic
 clustered bound ``δ̂ + t(1 − α', G − 1) · se``; for ECE (not a mean of per-question terms) the
@@ -31,11 +32,12 @@ import numpy as np
 from kedro.framework.hooks import hook_impl
 from scipy import stats as sps
 
-from jevkedro.compare import CompareError, _catalog, _load, _records
+from jevkedro.compare import CompareError, _catalog, _load, _records, repeats_of
 from jevkedro.config import BASELINE_GATES, gates_for, parse_gates
 from jevkedro.datasets import catalog_dataset
 from jevkedro.errors import UserError
 from jevkedro.nodes import compare as C
+from jevkedro.nodes import repeats as R
 from jevkedro.nodes.analytic import paired_analytic
 from jevkedro.nodes.report import check_gates, resampling_units
 from jevkedro.nodes.validate import build_question_table
@@ -155,35 +157,48 @@ def _message(row: Mapping[str, Any], baseline: str) -> str:
 
 
 def baseline_gates(snapshot: Any, table: Any, baseline: str, margins: Mapping[str, float],
-                   root: Path | None = None) -> list[dict[str, Any]]:
+                   root: Path | None = None, records: Any = None, repeats: int = 1) -> list[dict[str, Any]]:
     """The view's baseline gates, as entries of ``report["gates"]`` (``gate``, ``threshold``: the
-    margin, ``value``: the bound, ``passed``, ``message``; with the statistics beside them)."""
+    margin, ``value``: the bound, ``passed``, ``message``; with the statistics beside them).
+    ``table`` is this run's attempt 0; with ``repeats`` > 1 its ``records`` give the other attempts,
+    and both runs (the baseline with its own K) are paired on each question's mean over its repeats."""
     root = project_root() if root is None else root
     view = snapshot.view
     report_b, path = baseline_report(root, view, baseline)
     check_same_snapshot(view, baseline, report_b, path, snapshot.sha256)
     try:
         records_b = _records(_catalog(root, baseline), baseline, view)
+        repeats_b = repeats_of(report_b, path)
     except CompareError as exc:
         raise BaselineError(f"gates.{view}.baseline={baseline}: {exc}") from None
     table_b = build_question_table(snapshot.rows, records_b)
     units_all, unit_name = resampling_units(snapshot, table)
     keep = ~np.asarray(table.unscored, dtype=bool)
-    rows = gate_statistics(C.terms_of(table), C.terms_of(table_b), np.asarray(units_all, dtype=object)[keep], margins)
+    this = C.terms_of(table) if repeats == 1 else R.averaged_terms(R.attempt_tables(snapshot.rows, table, records, repeats))
+    base = C.terms_of(table_b) if repeats_b == 1 else \
+        R.averaged_terms(R.attempt_tables(snapshot.rows, table_b, records_b, repeats_b))
+    rows = gate_statistics(this, base, np.asarray(units_all, dtype=object)[keep], margins)
     for row in rows:
+        if max(repeats, repeats_b) > 1:
+            row["repeats"] = {"this": repeats, "baseline": repeats_b}  # each question's mean over its repeats
         row.update(baseline=baseline, baseline_model_id=report_b.get("model_id"), unit=unit_name,
                    message=None if row["passed"] else _message(row, baseline))
     return rows
 
 
-def view_gates(report: Mapping[str, Any], thresholds: Mapping[str, Any], snapshot: Any, table: Any) -> dict[str, Any]:
+def view_gates(report: Mapping[str, Any], thresholds: Mapping[str, Any], snapshot: Any, table: Any,
+               records: Any = None) -> dict[str, Any]:
     """``report["gates"]``: the thresholds of :func:`jevkedro.nodes.report.check_gates` and the
-    baseline gates, ``{"checked": [...], "failed": [...]}``."""
+    baseline gates, ``{"checked": [...], "failed": [...]}`` (``records``: this run's, for its
+    repeats when ``model_settings.repeats`` > 1)."""
     out = check_gates(report, thresholds)  # the baseline's settings are left to this function
     baseline = thresholds.get("baseline")
     margins = {g: thresholds[g] for g in BASELINE_GATES if thresholds.get(g) is not None}
     if baseline and margins:
-        rows = baseline_gates(snapshot, table, baseline, margins)
+        repeats = int((report.get("model_settings") or {}).get("repeats") or 1)
+        if repeats > 1 and records is None:
+            raise ValueError("baseline gates of a run with repeats need its records (every attempt)")
+        rows = baseline_gates(snapshot, table, baseline, margins, records=records, repeats=repeats)
         out["checked"] += rows
         out["failed"] += [r for r in rows if not r["passed"]]
     return out

@@ -13,7 +13,11 @@ project's own rules and compares them question by question on the same snapshot:
   ``p_value``; with several views also ``p_value_bh`` (Benjamini–Hochberg over the views compared);
 - ``by_<slice>``: accuracy differences per slice value with paired intervals;
 - ``flips``: the questions right for A and wrong for B (``a_only``) and the reverse (``b_only``),
-  each with its slices and both answers, so a regression reads item by item.
+  each with its slices and both answers, so a regression reads item by item;
+- ``repeats`` (only when a model was run with ``model.repeats`` > 1, each with its own K): every
+  metric, interval and slice difference is then on each question's mean over its repeats
+  (:func:`jevkedro.nodes.repeats.averaged_terms`); McNemar and the flips, which need one right/wrong
+  answer per question, use attempt 0 (``mcnemar.outcomes`` says so).
 
 Writes ``<A>__vs__<B>/<VIEW>.json`` under the catalog's ``comparisons`` folder
 (``data/08_reporting/compare``) with the reliability of both models on one chart
@@ -42,6 +46,7 @@ from jevkedro.datasets import catalog_dataset, project_catalog
 from jevkedro.errors import UserError
 from jevkedro.explorer import comparison_page, write_page
 from jevkedro.nodes import compare as stats
+from jevkedro.nodes import repeats as R
 from jevkedro.nodes.analytic import HIGHER_IS_BETTER, format_interval
 from jevkedro.nodes.plots import comparison_reliability_figure, figure_png, slice_differences_figure
 from jevkedro.nodes.predictions_log import PredictionLog
@@ -53,6 +58,11 @@ from jevkedro.report_fields import COMPARE_FIELDS, report_problem
 
 MAX_FLIPS = 500  # per direction, in the JSON (the counts are always complete)
 MARKDOWN_LINES = 60  # the most lines of the --markdown summary
+REPEATS_NOTE = ("every metric and interval on each question's mean over its model's repeats (accuracy: the hit "
+                "rate; NLL, Brier: the mean loss over its valid repeats; ECE: every repeat's answer pooled, each "
+                "question weighing one), a unit holding all its questions' repeats; McNemar and flips: attempt 0")
+MCNEMAR_REPEATS_NOTE = ("attempt 0 of each model: McNemar needs one right/wrong answer per question; the accuracy "
+                        "interval and its analytic p-value use the hit rates over the repeats")
 
 
 class CompareError(UserError):
@@ -106,6 +116,16 @@ def _records(catalog: DataCatalog, model: str, view: str) -> dict[str, Any]:
         log.close()
 
 
+def repeats_of(report: dict[str, Any], path: Any) -> int:
+    """How many times each request was asked in the run ``report`` scores (``model_settings.repeats``,
+    1 when absent: a report written before repeats); refused naming the file when it is not a whole
+    number from 1."""
+    k = (report.get("model_settings") or {}).get("repeats", 1)
+    if type(k) is not int or k < 1:
+        raise CompareError(f"{path}: model_settings.repeats is {k!r}, not a whole number from 1; rerun the view")
+    return k
+
+
 def compare_view(root: Path, view: str, a: str, b: str, resamples: int = stats.RESAMPLES, seed: int = stats.SEED,
                  max_flips: int = MAX_FLIPS) -> tuple[dict[str, Any], dict[str, Any]]:
     """The comparison document of one view and the figures' inputs."""
@@ -125,7 +145,13 @@ def compare_view(root: Path, view: str, a: str, b: str, resamples: int = stats.R
     units_all, unit_name = resampling_units(snapshot, table_a)
     keep = ~np.asarray(table_a.unscored, dtype=bool)
     units = np.asarray(units_all, dtype=object)[keep]
-    ta, tb = stats.terms_of(table_a), stats.terms_of(table_b)
+    k_a, k_b = (repeats_of(rep, catalog_dataset(catalogs[m], f"{view}.report").filepath)
+                for m, rep in ((a, report_a), (b, report_b)))
+    tables_a = R.attempt_tables(snapshot.rows, table_a, records_a, k_a)
+    tables_b = R.attempt_tables(snapshot.rows, table_b, records_b, k_b)
+    ta0, tb0 = stats.terms_of(table_a), stats.terms_of(table_b)  # attempt 0: McNemar, flips
+    ta = ta0 if k_a == 1 else R.averaged_terms(tables_a)  # each question's mean over its repeats
+    tb = tb0 if k_b == 1 else R.averaged_terms(tables_b)
     hard = ta.hard
     doc: dict[str, Any] = {
         "view": view, "a": a, "b": b, "snapshot_sha256": snapshot.sha256, "data": snapshot.data,
@@ -133,8 +159,10 @@ def compare_view(root: Path, view: str, a: str, b: str, resamples: int = stats.R
         "probability_source": {"a": report_a.get("probability_source"), "b": report_b.get("probability_source")},
         "resampling": {"method": "paired percentile bootstrap", "level": stats.LEVEL, "unit": unit_name,
                        "units": int(len(set(units.tolist()))), "resamples": resamples, "seed": seed},
+        **({"repeats": {"a": k_a, "b": k_b, "per_question": REPEATS_NOTE}} if max(k_a, k_b) > 1 else {}),
         "metrics": stats.paired_metrics(ta, tb, units, resamples, seed),
-        "mcnemar": stats.mcnemar(ta.correct[hard], tb.correct[hard]),
+        "mcnemar": {**stats.mcnemar(ta0.correct[hard], tb0.correct[hard]),
+                    **({"outcomes": MCNEMAR_REPEATS_NOTE} if max(k_a, k_b) > 1 else {})},
     }
     slices = {name: col[keep] for name, col in table_a.slices.items()}
     differences = {}
@@ -145,17 +173,23 @@ def compare_view(root: Path, view: str, a: str, b: str, resamples: int = stats.R
         if groups:
             differences[name] = groups
             doc[f"by_{name}"] = groups
-    doc["flips"] = _flips(snapshot, table_a, table_b, keep, ta, tb, slices, max_flips)
+    doc["flips"] = _flips(snapshot, table_a, table_b, keep, ta0, tb0, slices, max_flips)
     if (report_a.get("probability_source") or "native") != (report_b.get("probability_source") or "native"):
         doc["warning"] = "one model's probabilities are verbalized, the other's native: compare accuracy, not calibration"
-    conf_a, conf_b = ta.conf[ta.ece_rows], tb.conf[tb.ece_rows]
     figures = {
-        "models": [(a, conf_a, ta.correct[ta.ece_rows], units[ta.ece_rows]), (b, conf_b, tb.correct[tb.ece_rows], units[tb.ece_rows])],
+        "models": [_reliability(a, tables_a, ta0, units), _reliability(b, tables_b, tb0, units)],
         "differences": differences,
         # the explorer page's inputs: every question of both models, and their records
         "page": (snapshot, question_records(table_a), question_records(table_b), records_a, records_b),
     }
     return doc, figures
+
+
+def _reliability(name: str, tables: list[Any], first: stats.Terms, units: np.ndarray) -> tuple[Any, ...]:
+    """A model's curve on the reliability chart: every repeat's answer pooled, as its report's."""
+    t = first if len(tables) == 1 else stats.terms_of(R.pooled_table(tables))
+    rows, u = t.ece_rows, np.tile(units, len(tables))
+    return name, t.conf[rows], t.correct[rows], u[rows]
 
 
 def _flips(snapshot, table_a, table_b, keep, ta, tb, slices, max_flips: int) -> dict[str, Any]:
@@ -240,6 +274,10 @@ def format_table(docs: list[dict[str, Any]]) -> list[str]:
         unit = r["unit"].split(" (")[0]
         lines.append(f"{doc['view']}: A = {doc['a']}, B = {doc['b']}")
         lines.append(f"  {r['resamples']} paired resamples of {r['units']} units ({unit}), seed {r['seed']}")
+        if doc.get("repeats"):
+            k = doc["repeats"]
+            lines.append(f"  repeats: A {k['a']}, B {k['b']}: each question's mean over its repeats; McNemar and "
+                         "flips on attempt 0")
         lines.append(f"  {'metric':<11}{'A':>9}{'B':>9}{'A − B':>9}   {'95% CI':<21}{'n':>7}")
         for name in stats.HEADLINE:
             m = doc["metrics"][name]
@@ -295,7 +333,9 @@ def markdown_summary(docs: list[dict[str, Any]], max_lines: int = MARKDOWN_LINES
     per_view: list[str] = []
     for doc in docs:
         r, mc = doc["resampling"], doc["mcnemar"]
-        per_view += ["", f"**{doc['view']}** — {r['units']} {r['unit'].split(' (')[0]}s resampled {r['resamples']} times", "",
+        k = doc.get("repeats")
+        reps = f"; repeats A {k['a']}, B {k['b']} (each question's mean; McNemar: attempt 0)" if k else ""
+        per_view += ["", f"**{doc['view']}** — {r['units']} {r['unit'].split(' (')[0]}s resampled {r['resamples']} times{reps}", "",
                      "| metric | A | B | A − B | 95% CI | better |", "|---|---:|---:|---:|---|---|", *_markdown_rows(doc), "",
                      verdict_line(doc).replace("verdict:", "*Verdict:*", 1)
                      + f"; McNemar p = {mc['p_value']:.3g}" + (f" (BH {mc['p_value_bh']:.3g})" if bh else "")]

@@ -187,6 +187,9 @@ class Terms:
     bin: np.ndarray  # equal-width ECE bin of conf
     valid: np.ndarray
     pred: np.ndarray  # argmax index (meaningless where not valid)
+    # repeats (nodes/repeats.py averaged_terms): ``correct`` is the hit rate, ``nll``/``brier`` the mean
+    # loss over valid repeats and ``gap`` (N x bins) the mean of ``hit - conf`` in each answer's bin
+    gap: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.request_id)
@@ -212,10 +215,13 @@ def _headline_block(t: Terms, acc_rows: np.ndarray, prob_rows: np.ndarray, ece_r
     ``[hits, hard, nll, brier, prob, D_1..D_bins, ece_n]`` with ``D_b = sum over bin b of
     (hit - confidence)`` (ECE needs only ``|H_b - C_b|``, so one column per bin)."""
     n = len(t)
-    gap = np.zeros((n, bins))
-    gap[np.arange(n), t.bin] = np.where(ece_rows, t.correct.astype(float) - t.conf, 0.0)
+    if t.gap is None:
+        gap = np.zeros((n, bins))
+        gap[np.arange(n), t.bin] = np.where(ece_rows, t.correct.astype(float) - t.conf, 0.0)
+    else:
+        gap = np.where(np.asarray(ece_rows, dtype=bool)[:, None], t.gap, 0.0)
     return np.column_stack([
-        (t.correct & acc_rows), acc_rows, np.where(prob_rows, t.nll, 0.0), np.where(prob_rows, t.brier, 0.0), prob_rows,
+        np.where(acc_rows, t.correct, 0), acc_rows, np.where(prob_rows, t.nll, 0.0), np.where(prob_rows, t.brier, 0.0), prob_rows,
         gap, ece_rows,
     ]).astype(float)
 
@@ -478,7 +484,7 @@ def paired_slice_differences(a: Terms, b: Terms, slice_values: np.ndarray, units
     member = np.zeros((len(a), len(values)), dtype=bool)
     member[np.arange(len(a)), vcodes] = True
     hard = member & a.hard[:, None]
-    diff_cols = (hard & a.correct[:, None]).astype(float) - (hard & b.correct[:, None]).astype(float)
+    diff_cols = np.where(hard, a.correct[:, None], 0).astype(float) - np.where(hard, b.correct[:, None], 0).astype(float)
     block = unit_totals(codes, G, np.hstack([diff_cols, hard]))
     (boot,) = bootstrap_totals([block], resamples, seed)
     k = len(values)
@@ -488,8 +494,8 @@ def paired_slice_differences(a: Terms, b: Terms, slice_values: np.ndarray, units
         n = int(hard[:, j].sum())
         if value == "" or not n:
             continue
-        acc_a = float((hard[:, j] & a.correct).sum() / n)
-        acc_b = float((hard[:, j] & b.correct).sum() / n)
+        acc_a = float(np.where(hard[:, j], a.correct, 0).sum() / n)  # a hit rate under repeats
+        acc_b = float(np.where(hard[:, j], b.correct, 0).sum() / n)
         lo, hi = percentile_interval(diffs[:, j], level)
         out[str(value)] = {"n": n, "a": acc_a, "b": acc_b, "diff": acc_a - acc_b, "ci_low": lo, "ci_high": hi}
     return out

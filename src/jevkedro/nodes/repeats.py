@@ -16,6 +16,10 @@ group) as one cluster holding all its repeats, so accuracy is the mean hit rate,
 every repeat, and the intervals are those of the repeat-averaged per-question values (exactly,
 for NLL and Brier, when every repeat of a question is valid). :func:`repeat_summary` is the
 report's ``repeats`` section.
+
+:func:`averaged_terms` gives the per-question terms a comparison pairs (``python -m
+jevkedro.compare``, the baseline gates): each question's mean over its repeats, so two models with
+their own K are paired question by question (the cluster stays the request).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from jevkedro.nodes import compare as C
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.layout import SliceColumn
 from jevkedro.nodes.validate import QuestionTable, RequestColumns, build_question_table
@@ -140,3 +145,37 @@ def repeat_summary(tables: Sequence[QuestionTable]) -> dict[str, Any]:
     out = across_repeats(question, attempt, top, {m: np.concatenate(v) for m, v in losses.items()})
     return {"headline": "each question's mean over its repeats (accuracy: the hit rate; NLL, Brier: the loss)",
             "calibration": "every repeat's answer pooled (metrics, calibration)", **out}
+
+
+def averaged_terms(tables: Sequence[QuestionTable], bins: int = M.ECE_BINS) -> C.Terms:
+    """The :class:`~jevkedro.nodes.compare.Terms` of each question averaged over its repeats (one
+    table per attempt, as :func:`attempt_tables` gives them): ``correct`` the hit rate over every
+    repeat (an answer that is not valid is not correct), ``nll``/``brier`` the mean loss over the
+    valid repeats (``prob``: at least one), ``gap`` the mean over the calibration-valid repeats
+    (``ece_rows``: at least one) of ``hit - conf`` in each answer's bin, so ECE pools every repeat
+    with each question weighing one. ``valid``, ``pred``, ``conf`` and ``bin`` are attempt 0's.
+    One table: its terms unchanged."""
+    terms = [C.terms_of(t) for t in tables]
+    first = terms[0]
+    if len(terms) == 1:
+        return first
+    for t in terms[1:]:
+        C.aligned(first, t)
+    n = len(first)
+    prob = np.vstack([t.prob for t in terms])
+    ece = np.vstack([t.ece_rows for t in terms])
+    n_prob, n_ece = prob.sum(axis=0), ece.sum(axis=0)
+
+    def over_valid(name: str) -> np.ndarray:
+        total = np.sum([np.where(t.prob, getattr(t, name), 0.0) for t in terms], axis=0)
+        return np.where(n_prob > 0, total / np.maximum(n_prob, 1), 0.0)
+
+    gap = np.zeros((n, bins))
+    for t in terms:
+        gap[np.arange(n), t.bin] += np.where(t.ece_rows, t.correct.astype(float) - t.conf, 0.0)  # one cell per row
+    return C.Terms(
+        request_id=first.request_id, question_id=first.question_id, hard=first.hard,
+        correct=np.mean([t.correct for t in terms], axis=0), prob=n_prob > 0, nll=over_valid("nll"),
+        brier=over_valid("brier"), ece_rows=n_ece > 0, conf=first.conf, bin=first.bin, valid=first.valid,
+        pred=first.pred, gap=gap / np.maximum(n_ece, 1)[:, None],
+    )

@@ -79,7 +79,7 @@ def score(snapshot: Snapshot, predictions: PredictionLog, inference_run: Mapping
     report = build_report(snapshot, table, records, settings.flat(), inference_run, official)
     thresholds = gates_for(parse_gates(gates), snapshot.view).model_dump(exclude_none=True)
     if thresholds:
-        report["gates"] = view_gates(report, thresholds, snapshot, table)  # and the baseline gates
+        report["gates"] = view_gates(report, thresholds, snapshot, table, records)  # and the baseline gates
     o = report["metrics"]["overall"]
     log.info("%s / %s: accuracy %s over %d questions", report["model"], snapshot.view, o["accuracy"], o["accuracy_n"])
     return report, official, question_records(table)
