@@ -127,14 +127,14 @@ def test_sample_results_are_marked_everywhere_and_explained_once(root, capsys):
                       rep("m", "jevbench", 0.3, data="synthetic"))
     code, out, _ = run(root, capsys=capsys)
     assert code == 0 and out.count(SAMPLE_NOTE.split(":")[0] + ":") == 1
-    assert "[sample]: run on data jevkedro wrote" in out and "not on the official" in out
+    assert "[sample]: data jevkedro ships or generates" in out and "not the benchmark's release" in out
     header = out.splitlines()[1:4]
     assert sum(line.count(SAMPLE_TAG) for line in header) == 2  # decision_index and jevbench, not zh_decision_bench
     table = list(csv.DictReader(io.StringIO((reporting / "leaderboard.csv").read_text())))
     assert [table[0][f"{v}.data"] for v in ("decision_index", "jevbench", "zh_decision_bench")] == ["sample", "synthetic", "official"]
     md = (reporting / "leaderboard.md").read_text()
     assert md.splitlines()[0] == "| model | decision_index [sample] | jevbench [sample] | zh_decision_bench |"
-    assert md.count("run on data jevkedro wrote") == 1
+    assert md.count("data jevkedro ships or generates") == 1
 
 
 def test_a_view_with_both_kinds_marks_its_sample_cells(root, capsys):
@@ -166,8 +166,8 @@ def test_a_misspelt_filter_names_the_closest_value(root, args, message, capsys):
 
 
 def test_make_run_prints_each_per_view_line_once(root):
-    """``kedro run`` prints a line per view (its hook, ``summary_line``); the Makefile's summary after it
-    prints the table, not those lines again."""
+    """``kedro run`` prints a line per view (its hook, ``summary_line``) and the sample note; the
+    Makefile's summary after it prints the table, not those lines or the note again."""
     reports = [rep("m", "zh_decision_bench", 0.5), rep("m", "jevbench", 0.25, data="sample")]
     write(root, *reports)
     recipe = re.search(r"^run:.*\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), re.M)
@@ -179,4 +179,4 @@ def test_make_run_prints_each_per_view_line_once(root):
     hook_lines = [summary_line(r, model_width=1, view_width=len("zh_decision_bench")) for r in reports]
     assert all("acc " in line for line in hook_lines)
     assert not [line for line in out.splitlines() if "acc " in line], out  # no per-view line a second time
-    assert "0.500" in out and SAMPLE_TAG in out and out.count("run on data jevkedro wrote") == 1
+    assert "0.500" in out and SAMPLE_TAG in out and SAMPLE_NOTE not in out  # kedro run said it, once

@@ -40,18 +40,18 @@ TEXT = json.dumps({"answers": {"q": {"probabilities": {"true": 0.5, "false": 0.5
 ])
 def test_chat_content_that_is_no_schema_answer_is_no_answer(content, why):
     chat = {"choices": [{"message": {"role": "assistant", "content": content}}]}
-    body, problem, _ = OpenAICompatAdapter.to_system_one(chat, {"q": {"type": "noul"}}, "m")
+    body, problem, _ = OpenAICompatAdapter.to_system_one(chat, "m")
     assert body["answers"] == {} and problem is not None and why in problem
 
 
 @pytest.mark.parametrize("chat", [{"choices": {}}, {"choices": []}, [], {"choices": [{"message": "hi"}]},
                                   {"choices": [{"message": None}]}, "x", None])
 def test_a_chat_envelope_of_another_shape_is_no_answer(chat):
-    body, problem, _ = OpenAICompatAdapter.to_system_one(chat, {"q": {"type": "noul"}}, "m")
+    body, problem, _ = OpenAICompatAdapter.to_system_one(chat, "m")
     assert body["answers"] == {} and problem.startswith("no schema answer in the reply")
 
 
 def test_a_written_answer_is_read():
     chat = {"choices": [{"message": {"role": "assistant", "content": TEXT}}]}
-    body, problem, _ = OpenAICompatAdapter.to_system_one(chat, {"q": {"type": "noul"}}, "m")
-    assert problem is None and body["answers"] == {"q": {"type": "noul", "probabilities": {"true": 0.5, "false": 0.5}}}
+    body, problem, _ = OpenAICompatAdapter.to_system_one(chat, "m")
+    assert problem is None and body["answers"] == {"q": {"probabilities": {"true": 0.5, "false": 0.5}}}  # no type copied from the question

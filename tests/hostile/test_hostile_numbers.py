@@ -46,6 +46,6 @@ def test_a_price_no_double_holds_finitely_is_refused(key, value):
                                      {"answers": {}}])
 def test_chat_content_that_is_not_text_is_no_answer(content):
     chat = {"choices": [{"message": {"role": "assistant", "content": content}}]}
-    body, problem, _ = OpenAICompatAdapter.to_system_one(chat, {"q": {"type": "noul"}}, "m")
+    body, problem, _ = OpenAICompatAdapter.to_system_one(chat, "m")
     assert body["answers"] == {}
     assert problem is not None and "content" in problem
