@@ -70,7 +70,7 @@ def test_sigkill_mid_run_loses_nothing_and_the_rerun_asks_only_what_is_missing(t
 
         out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stdout + out.stderr
-        asked, reused, _ = out.stdout.split(" ", 2)
+        asked, reused, _ = out.stdout.splitlines()[-1].split(" ", 2)  # after the one "resumed" line
         assert int(reused) == len(before) and int(asked) == N - len(before)
 
     final = _complete_lines(log_path)
