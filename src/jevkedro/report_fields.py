@@ -104,6 +104,9 @@ COUNT = _expect(_count, "a count (an integer ≥ 0)")
 COUNT_OR_NULL = _expect(_count, "a count (an integer ≥ 0)", null=True)
 FLAG_OR_NULL = _expect(lambda v: isinstance(v, bool), "true or false", null=True)
 TEXT_OR_NULL = _expect(lambda v: isinstance(v, str), "a string", null=True)
+# the resolved model version, or every version when the records name several (nodes.report)
+MODEL_ID = _expect(lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
+                   "a string or a list of strings", null=True)
 DATA_KIND = _expect(lambda v: v in DATA_KINDS, "one of " + ", ".join(DATA_KINDS), null=True)
 SHA256 = _expect(lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) is not None, "a sha256 (64 hex digits)")
 
@@ -128,7 +131,7 @@ LEADERBOARD_FIELDS: Fields = (  # jevkedro.summary: the table's cell and nodes.r
 
 COMPARE_FIELDS: Fields = (  # jevkedro.compare: pairing on one snapshot, and what the comparison records
     ("model", _name, True), ("view", _name, True), ("snapshot_sha256", SHA256, True),
-    ("probability_source", TEXT_OR_NULL, False), ("model_id", TEXT_OR_NULL, False),
+    ("probability_source", TEXT_OR_NULL, False), ("model_id", MODEL_ID, False),
 )
 
 _MISSING = object()
