@@ -91,7 +91,7 @@ def screenshots(project: Path, out: Path, chromium: str) -> None:
     db = project / "mlflow.db"
     client = MlflowClient(tracking_uri=f"sqlite:///{db}")
     exp = client.get_experiment_by_name(f"jevkedro/{VIEW}")
-    runs = {r.info.run_name: r for r in client.search_runs([exp.experiment_id], filter_string="tags.superseded = 'false'")}
+    runs = {r.data.tags["model"]: r for r in client.search_runs([exp.experiment_id], filter_string="tags.superseded = 'false'")}
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", f"sqlite:///{db}",
                                "--host", "127.0.0.1", "--port", str(port)], cwd=project,

@@ -44,7 +44,7 @@ def test_sample_results_are_marked_single_view_keeps_p50_and_a_resumed_run_says_
 
     client = MlflowClient(tracking_uri=f"sqlite:///{project / 'mlflow.db'}")
     (run,) = client.search_runs([client.get_experiment_by_name(f"jevkedro/{VIEW}").experiment_id])
-    assert run.info.run_name.startswith(f"{MODEL} [sample] · ") and run.data.tags["sample"] == "true"
+    assert run.info.run_name.endswith(f" · {MODEL} [sample]") and run.data.tags["sample"] == "true"
     assert run.data.tags["model"] == MODEL and run.data.tags["data"] == "sample"
 
     # a run killed part-way leaves part of the log: the rerun says, in one line, what it resumes
@@ -57,7 +57,7 @@ def test_sample_results_are_marked_single_view_keeps_p50_and_a_resumed_run_says_
     assert said == [f"{VIEW}: resumed: {kept} already answered, {len(lines) - kept} to ask "
                     f"(of {len(lines)} requests)"], again.stdout
     (current,) = client.search_runs([client.get_experiment_by_name(f"jevkedro/{VIEW}").experiment_id])
-    assert current.info.run_name.startswith(f"{MODEL} [sample] · ")  # one current run (new latencies: a new result), marked
+    assert current.info.run_name.endswith(f" · {MODEL} [sample]")  # one current run (new latencies: a new result), marked
 
 
 def test_only_official_data_is_unmarked():

@@ -78,7 +78,7 @@ def test_mlflow_run_recorded_with_tags_metrics_artifacts(ran):
     report = json.loads((ran / f"data/08_reporting/{DEFAULT_MODEL}/{VIEW}/report.json").read_text())
     acc, ece = report["metrics"]["overall"]["accuracy"], report["metrics"]["overall"]["ece"]
     # the runs table's first column shows the headline rounded (MLflow opens it without metric columns)
-    assert run.info.run_name == f"{DEFAULT_MODEL} · accuracy {acc:.3f} · ECE {ece:.3f}"
+    assert run.info.run_name == f"acc {acc:.3f} · ECE {ece:.3f} · {DEFAULT_MODEL}"
     assert run.info.experiment_id == exp.experiment_id
     assert run.data.metrics["accuracy"] == pytest.approx(report["metrics"]["overall"]["accuracy"])
     lo, hi = report["intervals"]["overall"]["accuracy"]

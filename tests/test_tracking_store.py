@@ -67,9 +67,9 @@ def test_one_current_run_per_model_and_view_with_params_headline_input_and_plots
             model = run.data.tags["model"]
             # a result not on the benchmark's own data is marked in the runs table (issue 20, item 3)
             kind = manifest["data"] if "data" in manifest else run.data.tags["data"]
-            name = run.info.run_name.split(" · ")[0]  # then the headline rounded
+            name = run.info.run_name.split(" · ")[-1]  # after the headline rounded
             assert name == (model if kind == "official" else f"{model} [sample]")
-            assert f" · accuracy {run.data.metrics['accuracy']:.3f}" in run.info.run_name
+            assert f"acc {run.data.metrics['accuracy']:.3f} · " in run.info.run_name
             assert run.data.tags["sample"] == str(kind != "official").lower()
             report = json.loads((project / f"data/08_reporting/{model}/{view}/report.json").read_text())
             assert run.data.tags["model"] == model and run.data.tags["view"] == view

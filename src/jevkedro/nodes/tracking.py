@@ -119,20 +119,20 @@ class ViewRun:
 
     @property
     def run_name(self) -> str:
-        """The name the runs table shows: the model, marked when the data is not the benchmark's
-        (:func:`jevkedro.sample.mark`), then the headline rounded (``my-model [sample] · accuracy
-        0.478 · ECE 0.051``). MLflow 3.17's runs table opens with Run Name, Source, Models and
-        Dataset and no metric column (its defaults are fixed in the UI), so the name is where a
-        user sees the figures first; the metrics keep full precision."""
-        return f"{self.name}{sample.mark({'data': self.tags.get('data')})}{headline_text(self.metrics)}"
+        """The name the runs table shows: the headline rounded, then the model, marked when the data
+        is not the benchmark's (:func:`jevkedro.sample.mark`): ``acc 0.478 · ECE 0.051 · my-model
+        [sample]``. MLflow 3.17's runs table opens with Run Name, Source, Models and Dataset and no
+        metric column (its defaults are fixed in the UI) and cuts the name to its column's width, so
+        the figures come first; the metrics keep full precision and ``tags.model`` names the model."""
+        return f"{headline_text(self.metrics)}{self.name}{sample.mark({'data': self.tags.get('data')})}"
 
 
 def headline_text(metrics: Mapping[str, float]) -> str:
-    """`` · <official headline> · accuracy 0.478 · ECE 0.051`` from a run's metrics (three digits;
-    what is missing is left out)."""
+    """``<official headline> · acc 0.478 · ECE 0.051 · `` from a run's metrics (three digits; what
+    is missing is left out)."""
     parts = [f"{k.removeprefix('official.')} {v:.3f}" for k, v in metrics.items() if k.startswith("official.")]
-    parts += [f"{label} {metrics[k]:.3f}" for k, label in (("accuracy", "accuracy"), ("ece", "ECE")) if k in metrics]
-    return "".join(f" · {p}" for p in parts)
+    parts += [f"{label} {metrics[k]:.3f}" for k, label in (("accuracy", "acc"), ("ece", "ECE")) if k in metrics]
+    return "".join(f"{p} · " for p in parts)
 
 
 def run_params(report: Mapping[str, Any]) -> dict[str, str]:
