@@ -379,7 +379,7 @@ class TrackViewRuns:
                 console.echo(f"reports and plots: {where}/")
             console.echo("leaderboard: python -m jevkedro.summary; MLflow: make mlflow-ui (an experiment per view)")
             if sample.any_sample(done):
-                console.echo(sample.SAMPLE_NOTE)
+                console.echo(sample.note())
         if any(reasons.values()):
             self._end_kedro_run("FAILED")
             raise RunEnded(reasons)

@@ -11,6 +11,7 @@ says once what the mark means.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -18,6 +19,11 @@ OFFICIAL = "official"
 SAMPLE_TAG = "[sample]"
 SAMPLE_NOTE = ("[sample]: data jevkedro ships or generates to exercise a view (a small sample or a synthetic set), "
                "not the benchmark's release; those numbers check the pipeline and say nothing about a model")
+
+
+def note(width: int = 100) -> str:
+    """:data:`SAMPLE_NOTE` in lines of at most ``width`` characters, as the console shows it."""
+    return textwrap.fill(SAMPLE_NOTE, width, subsequent_indent="  ")
 
 
 def data_kind(report: Mapping[str, Any]) -> str:

@@ -39,6 +39,7 @@ from jevkedro.errors import UserError
 from jevkedro.nodes.report import LINE_WIDTH, main_metric, summary_line, unsupported_view
 from jevkedro.registry import VIEWS
 from jevkedro.sample import SAMPLE_NOTE, SAMPLE_TAG, is_sample
+from jevkedro.sample import note as sample_note  # the note as the console shows it
 
 UNSUPPORTED = "n/a (unsupported)"
 NOT_RUN = "not run"
@@ -287,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         for report in sorted(reports, key=lambda r: (board.models.index(r["model"]), r["view"])):
             print(summary_line(report, model_width=model_width, view_width=view_width))
     if any(is_sample(r) for r in reports) and not args.no_lines:  # with --no-lines kedro run has said it
-        print(textwrap.fill(SAMPLE_NOTE, LINE_WIDTH, subsequent_indent="  "))
+        print(sample_note(LINE_WIDTH))
     if args.view or args.model:
         written = [str(getattr(catalog_dataset(catalog, name), "filepath", name)) for name in ("leaderboard_csv", "leaderboard_md")]
         print(f"\na narrowed table is printed only; {', '.join(written)} keep the whole leaderboard "
