@@ -324,9 +324,9 @@ def two_models(tmp_path_factory):
 
 def view_inputs(project, model: str, view: str):
     """What the plot node gets for one view: snapshot, report, question scores (from the run's files)."""
-    from jevkedro.compare import _catalog
+    from jevkedro.compare import model_catalog
 
-    catalog = _catalog(project, model)
+    catalog = model_catalog(project, model)
     return catalog.load(f"{view}.snapshot"), catalog.load(f"{view}.report"), catalog.load(f"{view}.question_scores")
 
 

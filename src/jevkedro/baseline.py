@@ -32,7 +32,7 @@ import numpy as np
 from kedro.framework.hooks import hook_impl
 from scipy import stats as sps
 
-from jevkedro.compare import CompareError, _catalog, _load, _records, repeats_of
+from jevkedro.compare import CompareError, load_output, model_catalog, model_records, repeats_of
 from jevkedro.config import BASELINE_GATES, gates_for, parse_gates
 from jevkedro.datasets import catalog_dataset
 from jevkedro.errors import UserError
@@ -58,9 +58,9 @@ def project_root() -> Path:
 def baseline_report(root: Path, view: str, baseline: str) -> tuple[dict[str, Any], Path]:
     """The baseline's current report on ``view`` and its file; refused when there is none."""
     try:
-        catalog = _catalog(root, baseline)
+        catalog = model_catalog(root, baseline)
         path = Path(catalog_dataset(catalog, f"{view}.report").filepath)
-        report = _load(catalog, f"{view}.report", "no such file")
+        report = load_output(catalog, f"{view}.report", "no such file")
     except CompareError as exc:
         raise BaselineError(f"gates.{view}.baseline={baseline}: no report of the baseline on {view} ({exc}); run "
                             f"`kedro run --pipelines={view} --params=model.name={baseline}` first") from None
@@ -167,7 +167,7 @@ def baseline_gates(snapshot: Any, table: Any, baseline: str, margins: Mapping[st
     report_b, path = baseline_report(root, view, baseline)
     check_same_snapshot(view, baseline, report_b, path, snapshot.sha256)
     try:
-        records_b = _records(_catalog(root, baseline), baseline, view)
+        records_b = model_records(model_catalog(root, baseline), baseline, view)
         repeats_b = repeats_of(report_b, path)
     except CompareError as exc:
         raise BaselineError(f"gates.{view}.baseline={baseline}: {exc}") from None

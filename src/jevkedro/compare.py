@@ -69,7 +69,7 @@ class CompareError(UserError):
     """An input is missing or the two runs cannot be paired; the message says which file and why."""
 
 
-def _catalog(root: Path, model: str) -> DataCatalog:
+def model_catalog(root: Path, model: str) -> DataCatalog:
     """The project's catalog for ``model`` (its outputs' places); a name that is not a plain
     ``model.name`` is refused (it would name a path)."""
     try:
@@ -79,7 +79,7 @@ def _catalog(root: Path, model: str) -> DataCatalog:
         raise CompareError("; ".join(exc.problems) if isinstance(exc, SettingsError) else str(exc)) from None
 
 
-def _load(catalog: DataCatalog, name: str, missing: str) -> Any:
+def load_output(catalog: DataCatalog, name: str, missing: str) -> Any:
     dataset = catalog_dataset(catalog, name)
     if not dataset.exists():
         raise CompareError(f"{getattr(dataset, 'filepath', name)}: {missing}")
@@ -93,7 +93,7 @@ def _report(catalog: DataCatalog, model: str, view: str) -> dict[str, Any]:
     """``model``'s report on ``view``, refused naming the file and the field where a field compare reads
     is missing or wrong, or where it is another model's or view's report (a folder copied by hand)."""
     dataset = catalog_dataset(catalog, f"{view}.report")
-    report = _load(catalog, f"{view}.report", f"no report for model {model!r} on view {view!r}; run "
+    report = load_output(catalog, f"{view}.report", f"no report for model {model!r} on view {view!r}; run "
                                               f"`kedro run --pipelines={view} --params=model.name={model}` first")
     path = getattr(dataset, "filepath", f"{view}.report")
     wrong = report_problem(report, COMPARE_FIELDS)
@@ -105,7 +105,7 @@ def _report(catalog: DataCatalog, model: str, view: str) -> dict[str, Any]:
     return report
 
 
-def _records(catalog: DataCatalog, model: str, view: str) -> dict[str, Any]:
+def model_records(catalog: DataCatalog, model: str, view: str) -> dict[str, Any]:
     path = catalog_dataset(catalog, f"{view}.predictions").filepath
     if not path.is_file():
         raise CompareError(f"{path}: no predictions for model {model!r} on view {view!r}")
@@ -130,16 +130,16 @@ def compare_view(root: Path, view: str, a: str, b: str, resamples: int = stats.R
                  max_flips: int = MAX_FLIPS) -> tuple[dict[str, Any], dict[str, Any]]:
     """The comparison document of one view and the figures' inputs."""
     family_of(view)  # an unknown view is refused naming the known ones
-    catalogs = {a: _catalog(root, a), b: _catalog(root, b)}
+    catalogs = {a: model_catalog(root, a), b: model_catalog(root, b)}
     reports = {m: _report(cat, m, view) for m, cat in catalogs.items()}
     report_a, report_b = reports[a], reports[b]
-    snapshot: Snapshot = _load(catalogs[a], f"{view}.snapshot", f"no snapshot of {view}; run `kedro run --pipelines={view}`")
+    snapshot: Snapshot = load_output(catalogs[a], f"{view}.snapshot", f"no snapshot of {view}; run `kedro run --pipelines={view}`")
     for name, rep in ((a, report_a), (b, report_b)):
         if rep["snapshot_sha256"] != snapshot.sha256:
             where = catalog_dataset(catalogs[name], f"{view}.report").filepath
             raise CompareError(f"{where} was scored on snapshot {rep['snapshot_sha256'][:16]}…, "
                                f"but {snapshot.path} is {snapshot.sha256[:16]}…: rerun both models on one snapshot")
-    records_a, records_b = _records(catalogs[a], a, view), _records(catalogs[b], b, view)
+    records_a, records_b = model_records(catalogs[a], a, view), model_records(catalogs[b], b, view)
     table_a = build_question_table(snapshot.rows, records_a)
     table_b = build_question_table(snapshot.rows, records_b)
     units_all, unit_name = resampling_units(snapshot, table_a)
@@ -230,7 +230,7 @@ def compare(root: Path, views: list[str], a: str, b: str, resamples: int = stats
         docs.append(doc)
         figs.append(fig)
     adjusted = stats.benjamini_hochberg([d["mcnemar"]["p_value"] for d in docs])
-    comparisons = catalog_dataset(_catalog(root, a), "comparisons")
+    comparisons = catalog_dataset(model_catalog(root, a), "comparisons")
     for doc, fig, q in zip(docs, figs, adjusted):
         doc["mcnemar"]["p_value_bh"] = q
         doc["mcnemar"]["bh_views"] = views
