@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 from kedro.framework.hooks import hook_impl
-from scipy import stats as sps
+from scipy import special  # t quantile and tail: scipy.stats.t's own functions
 
 from jevkedro.compare import CompareError, load_output, model_catalog, model_records, repeats_of
 from jevkedro.config import BASELINE_GATES, gates_for, parse_gates
@@ -92,7 +92,7 @@ def _one_sided(change: float | None, se: float | None, df: int, margin: float, l
         return None, 1.0
     if se == 0:
         return change, 0.0 if change < margin else 1.0
-    return change + float(sps.t.ppf(1 - level_alpha, df)) * se, float(sps.t.sf((margin - change) / se, df))
+    return change + float(special.stdtrit(df, 1 - level_alpha)) * se, float(special.stdtr(df, -(margin - change) / se))
 
 
 def _bootstrap_bound(resampled: np.ndarray, level_alpha: float) -> float | None:

@@ -23,7 +23,7 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import stats
+from scipy import special  # scipy.stats.t/norm are these functions (a second of start-up less)
 
 LEVEL = 0.95
 MIN_CLUSTERS = 30
@@ -65,10 +65,10 @@ def clustered_mean(values: np.ndarray, clusters: Any, level: float = LEVEL) -> d
     D = np.bincount(codes, weights=d - mean, minlength=G)
     se = math.sqrt(G / (G - 1) * float(np.dot(D, D))) / N
     df = G - 1
-    half = float(stats.t.ppf(0.5 + level / 2, df)) * se
-    p = 1.0 if se == 0 else float(2 * stats.t.sf(abs(mean) / se, df))
+    half = float(special.stdtrit(df, 0.5 + level / 2)) * se
+    p = 1.0 if se == 0 else float(2 * special.stdtr(df, -abs(mean) / se))
     out.update(se=se, ci_low=mean - half, ci_high=mean + half, p_value=min(p, 1.0),
-               mde_80=float(stats.norm.ppf(0.975) + stats.norm.ppf(0.80)) * se)
+               mde_80=float(special.ndtri(0.975) + special.ndtri(0.80)) * se)
     return {k: (_finite(v) if isinstance(v, float) else v) for k, v in out.items()}
 
 
