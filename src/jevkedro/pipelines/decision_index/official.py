@@ -102,15 +102,22 @@ def _check_in_step(snapshot: Snapshot, table) -> None:
         raise SnapshotError(f"{snapshot.path}: question table has {n} questions, snapshot {m}")
 
 
+def _request_slice(layout, name: str, first: np.ndarray) -> list[str]:
+    """A request-level slice of every request, as text (:class:`~jevkedro.nodes.layout.SliceColumn`)."""
+    column = layout.slice_columns[name]
+    return np.array(column.values, dtype=object)[column.codes[first]].tolist()
+
+
 SPECIAL_METRICS = ("positive_f1", "review_f1", "ndcg@10")  # metrics that read a question's candidates
 
 
 def collect(snapshot: Snapshot, table) -> dict[int, dict[str, np.ndarray]]:
     """Each benchmark's per-question arrays (:data:`FIELDS`), in table order: the answers' columns
-    from the table, questions and candidates from the snapshot's layout, each request's ``slices``
-    and ``source`` cells decoded for this pass only (rows are not decoded again, nor kept). A
-    question is visited alone only where its request's payloads or its benchmark's metric need
-    its candidates (accepted options, positive option, retrieval ranking)."""
+    from the table; questions, candidates and the request-level slices ``catalog_id`` and
+    ``track`` (which the view's mapping writes for every request) from the snapshot's layout;
+    each request's ``source`` cell decoded for this pass only (rows are not decoded again, nor
+    kept). A question is visited alone only where its request's payloads or its benchmark's
+    metric need its candidates (accepted options, positive option, retrieval ranking)."""
     _check_in_step(snapshot, table)
     layout = snapshot.layout
     n = len(table.request_id)
@@ -125,19 +132,19 @@ def collect(snapshot: Snapshot, table) -> dict[int, dict[str, np.ndarray]]:
     correct = scored & (pred == label)
     positive, score, gain = np.full(n, -1, dtype=np.int64), np.full(n, -1.0), np.zeros(n)
     cand_flat, cand_start, q_start = layout.cand_flat.tolist(), layout.cand_start.tolist(), layout.q_start_list
-    cids: list[int] = []
+    if not n:
+        return {}
+    first = layout.q_start[:-1].clip(max=n - 1)  # each request's first question: its request-level slices
+    cids = [int(v) for v in _request_slice(layout, "catalog_id", first)]
+    tracks = _request_slice(layout, "track", first)
     groups: list[str] = []
-    tracks: list[str] = []
     macros: list[str] = []
-    for r, (rid, qids, (slices, source)) in enumerate(zip(layout.request_ids, layout.qids_by_request,
-                                                          each_cell(snapshot.rows, "slices", "source"))):
-        cid = int(slices["catalog_id"])
+    for r, (rid, qids, cid, (source,)) in enumerate(zip(layout.request_ids, layout.qids_by_request, cids,
+                                                        each_cell(snapshot.rows, "source"))):
         ev = source.get("_evaluation") or {}
         metadata = source.get("metadata") or {}
         group = str(ev.get("group_id", rid))
-        cids.append(cid)
         groups.append(group)
-        tracks.append(str(slices.get("track")))
         macros.append(str(metadata.get(MACRO_GROUP_KEY[cid], group)) if cid in MACRO_GROUP_KEY else group)
         qrels = _payload(source, "retrieval_ranking", "qrels") or {}
         field_doc = _payload(source, "retrieval_ranking", "field_to_document") or {}
