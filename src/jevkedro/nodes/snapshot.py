@@ -579,7 +579,7 @@ def load_snapshot(root: str | Path, view: str) -> Snapshot:
     """Read ``<root>/<view>.tsv`` and its manifest, refusing bytes that differ from the manifest.
 
     The TSV is hashed first (an edited file is "changed", not "malformed"); then every line is
-    decoded and checked once and the question layout built from those rows (nothing is written
+    decoded and checked once and the question layout built from its cells (nothing is written
     beside the snapshot). Rows are decoded again when used (:class:`SnapshotRows`).
     """
     tsv_path, manifest_path = snapshot_paths(root, view)
