@@ -3,6 +3,7 @@
 import gzip
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -357,3 +358,19 @@ def test_full_scale_synthetic_suite_reproduces_the_edition_counts(tmp_path):
     assert steps["subset_drops"] == {"38": 3_914, "2": 315, "36": 330, "9": 72}
     assert (steps["after_retired"], steps["after_acos"], steps["after_subsets"], steps["after_exclusions"]) == (
         114_832, 110_918, 110_201, 109_759)
+
+
+def test_a_question_table_out_of_step_with_the_snapshot_is_refused(snapshot):
+    from types import SimpleNamespace
+
+    layout = snapshot.layout
+    rid, qid = layout.request_id, layout.question_id
+    swapped = list(range(len(rid)))
+    swapped[3], swapped[4] = 4, 3
+    with pytest.raises(SnapshotError, match=rf"out of step with the snapshot at {re.escape(rid[3] + '/' + qid[3])}$"):
+        official_report(snapshot, SimpleNamespace(request_id=rid[swapped], question_id=qid[swapped]))
+    with pytest.raises(SnapshotError, match=rf"out of step with the snapshot at {re.escape(rid[-1] + '/' + qid[-1])}$"):
+        official_report(snapshot, SimpleNamespace(request_id=rid[:-1], question_id=qid[:-1]))
+    extra = SimpleNamespace(request_id=list(rid) + ["x"], question_id=list(qid) + ["y"])
+    with pytest.raises(SnapshotError, match=rf"question table has {len(rid) + 1} questions, snapshot {len(rid)}"):
+        official_report(snapshot, extra)

@@ -15,6 +15,7 @@ from jevkedro.nodes.snapshot import (
     PreparedView,
     SnapshotError,
     commit_dataset,
+    each_cell,
     each_row,
     load_snapshot,
     manifest_digest,
@@ -82,6 +83,19 @@ def test_a_single_pass_decodes_rows_without_keeping_them(committed):
     assert snap.rows._rows.count(None) == len(rows) - 1  # the pass kept nothing it decoded
     assert next(r for r in each_row(snap.rows) if r.request_id == kept.request_id) is kept
     assert list(each_row(rows)) == rows  # rows that are a plain list: as they are
+
+
+def test_a_pass_over_some_columns_decodes_only_their_cells_and_keeps_nothing(committed):
+    root, rows = committed
+    snap = load_snapshot(root, "v")
+    kept = snap.rows[7]
+    want = [(r.slices, r.source, r.candidates) for r in rows]
+    assert list(each_cell(snap.rows, "slices", "source", "candidates")) == want
+    assert list(each_cell(snap.rows, "request")) == [(r.request,) for r in rows]
+    assert list(each_cell(rows, "slices", "source", "candidates")) == want  # a plain list: the rows' values
+    assert snap.rows._rows.count(None) == len(rows) - 1 and snap.rows[7] is kept
+    with pytest.raises(ValueError, match="not row values"):
+        list(each_cell(snap.rows, "targets"))
 
 
 def test_the_layout_of_a_loaded_snapshot_equals_the_layout_of_its_rows(committed):

@@ -136,26 +136,33 @@ class SnapshotRow:
     source: dict[str, Any] = field(default_factory=dict)
 
     def check(self) -> None:
-        """Raise :class:`ProtocolError` when the row breaks a shape rule."""
-        questions = self.request.get("questions")
-        if "state" not in self.request or not isinstance(questions, dict) or not questions:
-            raise ProtocolError(f"{self.request_id}: a request needs a state and at least one question")
-        extra = set(self.request) - REQUEST_FIELDS
-        if extra:
-            raise ProtocolError(f"{self.request_id}: request has fields beyond state/questions/media: {sorted(extra)}")
-        for qid, q in questions.items():
+        """Raise :class:`ProtocolError` when the row breaks a shape rule (:func:`check_row`)."""
+        check_row(self.request_id, self.request, self.candidates, self.targets)
+
+
+def check_row(request_id: str, request: dict[str, Any], candidates: dict[str, list[str]],
+              targets: dict[str, Target]) -> None:
+    """Raise :class:`ProtocolError` when a row's parts break a shape rule: the one row check, of a
+    :class:`SnapshotRow` and of the cells the snapshot reader decodes (before any row is built)."""
+    questions = request.get("questions")
+    if "state" not in request or not isinstance(questions, dict) or not questions:
+        raise ProtocolError(f"{request_id}: a request needs a state and at least one question")
+    if not REQUEST_FIELDS.issuperset(request):
+        raise ProtocolError(f"{request_id}: request has fields beyond state/questions/media: "
+                            f"{sorted(set(request) - REQUEST_FIELDS)}")
+    for qid, q in questions.items():
+        if not QUESTION_FIELDS.issuperset(q):  # the question fields and the forbidden keys are disjoint
             if not FORBIDDEN_REQUEST_KEYS.isdisjoint(q):
-                raise ProtocolError(f"{self.request_id}/{qid}: question carries {sorted(FORBIDDEN_REQUEST_KEYS & set(q))}")
-            if not QUESTION_FIELDS.issuperset(q):
-                raise ProtocolError(f"{self.request_id}/{qid}: question fields beyond type/instructions/criteria")
-            if qid not in self.candidates or qid not in self.targets:
-                raise ProtocolError(f"{self.request_id}/{qid}: no candidates or target")
-            t = self.targets[qid]
-            k = len(self.candidates[qid])
-            if t.label is not None and not 0 <= t.label < k:
-                raise ProtocolError(f"{self.request_id}/{qid}: label index {t.label} outside {k} candidates")
-            if t.probabilities is not None and len(t.probabilities) != k:
-                raise ProtocolError(f"{self.request_id}/{qid}: target distribution length != {k}")
+                raise ProtocolError(f"{request_id}/{qid}: question carries {sorted(FORBIDDEN_REQUEST_KEYS & set(q))}")
+            raise ProtocolError(f"{request_id}/{qid}: question fields beyond type/instructions/criteria")
+        if qid not in candidates or qid not in targets:
+            raise ProtocolError(f"{request_id}/{qid}: no candidates or target")
+        t = targets[qid]
+        k = len(candidates[qid])
+        if t.label is not None and not 0 <= t.label < k:
+            raise ProtocolError(f"{request_id}/{qid}: label index {t.label} outside {k} candidates")
+        if t.probabilities is not None and len(t.probabilities) != k:
+            raise ProtocolError(f"{request_id}/{qid}: target distribution length != {k}")
 
 
 # dumps(obj): compact, deterministic JSON for TSV cells (no raw tabs or newlines, non-ASCII kept),

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from jevkedro.protocol import QUESTION_TYPES, SnapshotRow, level_names_of
+from jevkedro.protocol import QUESTION_TYPES, SnapshotRow, Target, level_names_of
 
 QTYPE_CODES = {t: i for i, t in enumerate(QUESTION_TYPES)}  # noul 0, choice 1, score 2
 
@@ -130,8 +130,18 @@ class QuestionLayout:
         return self._slice_objects
 
 
+# A row's parts in snapshot column order: request id, request, candidates, targets, slices, source.
+RowCells = tuple[str, dict[str, Any], dict[str, list[str]], dict[str, Target], dict[str, Any], dict[str, Any]]
+
+
 def question_layout(rows: Iterable[SnapshotRow]) -> QuestionLayout:
-    """Lay every question of ``rows`` out as arrays (see :class:`QuestionLayout`); one pass.
+    """Lay every question of ``rows`` out as arrays (see :class:`QuestionLayout`); one pass."""
+    return layout_of_cells((r.request_id, r.request, r.candidates, r.targets, r.slices, r.source) for r in rows)
+
+
+def layout_of_cells(rows: Iterable[RowCells]) -> QuestionLayout:
+    """The layout of rows given as their checked parts (:data:`RowCells`; a loaded snapshot's
+    lines as its reader decodes them, so no row object is built); one pass.
 
     A question's slices are ``{"type": <type>, "question": <id>, **request slices, **its own
     question slices}`` (later ones win); request-level slices are gathered once per request.
@@ -140,26 +150,27 @@ def question_layout(rows: Iterable[SnapshotRow]) -> QuestionLayout:
     q_counts: list[int] = []
     qids: list[str] = []
     qtypes: list[str] = []
-    names: list[list[str] | None] = []
+    level_names: dict[int, list[str]] = {}
     cands: list[list[str]] = []
     targets: list[Any] = []
     req_slices: list[dict[str, Any]] = []
     q_overrides: list[tuple[int, dict[str, Any]]] = []  # (question, its own slices)
-    for row in rows:  # per request; per-question fields are gathered below in bulk
-        questions = row.request["questions"]
+    for rid, request, candidates, row_targets, slices, _ in rows:  # per-question fields gathered in bulk
+        questions = request["questions"]
         ids = tuple(questions)
-        request_ids.append(row.request_id)
+        request_ids.append(rid)
         q_counts.append(len(ids))
-        own = row.slices.get("questions")
+        own = slices.get("questions")
         if own:
             q_overrides.extend((len(qids) + j, own[q]) for j, q in enumerate(ids) if own.get(q))
         qids.extend(ids)
         for q in questions.values():
+            if q["type"] == "score" and (names := level_names_of(q)) is not None:
+                level_names[len(qtypes)] = names
             qtypes.append(q["type"])
-            names.append(level_names_of(q) if q["type"] == "score" else None)
-        cands.extend(map(row.candidates.__getitem__, ids))
-        targets.extend(map(row.targets.__getitem__, ids))
-        req_slices.append(row.slices)
+        cands.extend(map(candidates.__getitem__, ids))
+        targets.extend(map(row_targets.__getitem__, ids))
+        req_slices.append(slices)
     n = len(qids)
     raw_label = [t.label for t in targets]
     unscored = [bool(t.unscored) for t in targets]
@@ -190,7 +201,7 @@ def question_layout(rows: Iterable[SnapshotRow]) -> QuestionLayout:
         K=_frozen(K),
         cand_start=_frozen(cand_start),
         cand_flat=_frozen(np.array(list(chain.from_iterable(cands)), dtype=object)),
-        level_names={i: v for i, v in enumerate(names) if v is not None},
+        level_names=level_names,
         Y=_frozen(Y),
         has_target=_frozen(np.array(has_target, dtype=bool)),
         label=_frozen(np.array(labels, dtype=np.int64)),

@@ -39,8 +39,8 @@ from jevkedro import __version__
 from jevkedro.errors import UserError
 from jevkedro.files import check_file, present
 from jevkedro.nodes.jsonparse import JSONTextError, dumps_utf8, parse_json
-from jevkedro.nodes.layout import QuestionLayout, question_layout
-from jevkedro.protocol import DATA_KINDS, ProtocolError, SnapshotRow, Target, dumps
+from jevkedro.nodes.layout import QuestionLayout, RowCells, layout_of_cells, question_layout
+from jevkedro.protocol import DATA_KINDS, ProtocolError, SnapshotRow, Target, check_row, dumps
 
 COLUMNS = ("request_id", "request", "candidates", "targets", "slices", "source")
 
@@ -360,8 +360,9 @@ class _RowReader:
         return Target(label=label, probabilities=tuple(probs) if probs is not None else None, unscored=unscored,
                       extra={k: v for k, v in t.items() if k not in _TARGET_FIELDS})
 
-    def row(self, lineno: int, line: bytes) -> SnapshotRow:
-        """One TSV line (without its newline) as a checked row; a fault names file, line and column."""
+    def cells(self, lineno: int, line: bytes) -> RowCells:
+        """One TSV line (without its newline) as its checked parts, in :data:`COLUMNS` order (the
+        targets as :class:`Target` objects); a fault names file, line and column."""
         cells = line.split(b"\t")
         if len(cells) != len(COLUMNS):
             raise SnapshotError(f"{self.path}:{lineno}: expected {len(COLUMNS)} tab-separated columns "
@@ -372,7 +373,7 @@ class _RowReader:
                 decoded.append(_CELL_DECODERS[column].decode(text))
             except (msgspec.DecodeError, RecursionError) as exc:
                 raise self.cell_error(lineno, column, text, exc) from None
-        request, candidates, targets, slices, source = decoded
+        request, candidates, target_cells, slices, source = decoded
         questions = request.get("questions")
         if not isinstance(questions, dict):
             raise SnapshotError(f"{self.path}:{lineno}: column request has no questions object")
@@ -381,17 +382,21 @@ class _RowReader:
         except UnicodeDecodeError:
             raise SnapshotError(f"{self.path}:{lineno}: column request_id is not UTF-8") from None
         try:
-            row = SnapshotRow(rid, request, candidates, {q: self.target(t) for q, t in targets.items()}, slices, source)
+            targets = {q: self.target(t) for q, t in target_cells.items()}
         except ValueError as exc:
             raise SnapshotError(f"{self.path}:{lineno}: column targets: {exc}") from None
         for qid, q in questions.items():
             if not isinstance(q, dict) or not isinstance(q.get("type"), str):
                 raise SnapshotError(f"{self.path}:{lineno}: question {qid!r} is not an object with a type")
         try:
-            row.check()
+            check_row(rid, request, candidates, targets)
         except ProtocolError as exc:
             raise SnapshotError(f"{self.path}:{lineno}: {exc}") from None
-        return row
+        return rid, request, candidates, targets, slices, source
+
+    def row(self, lineno: int, line: bytes) -> SnapshotRow:
+        """One TSV line (without its newline) as a checked row (:meth:`cells`)."""
+        return SnapshotRow(*self.cells(lineno, line))
 
 
 class LazyRequest(Mapping[str, Any]):
@@ -445,7 +450,9 @@ class SnapshotRows(Sequence[SnapshotRow]):
         self._rows: list[SnapshotRow | None] = [None] * len(starts)
         self._reader = _RowReader(path)
         self._linenos = linenos
-        self.layout = question_layout(self.passing())  # every line decoded and checked, once
+        reader, line = self._reader, self.line
+        # every line decoded and checked once, its parts laid out and dropped (no row is built)
+        self.layout = layout_of_cells(reader.cells(lineno, line(i)) for i, lineno in enumerate(linenos))
 
     def line(self, i: int) -> bytes:
         return self._raw[self._starts[i]: self._ends[i]]
@@ -478,6 +485,27 @@ class SnapshotRows(Sequence[SnapshotRow]):
             row = rows[i]
             yield row if row is not None else reader.row(self._linenos[i], self.line(i))
 
+    def cells(self, *columns: str) -> Iterator[tuple[Any, ...]]:
+        """The values of ``columns`` (not ``targets``: its cells are not rows' values) of every
+        row, in order; a row not decoded yet has only those cells decoded (by the typed decoders
+        of :class:`_RowReader`; every line was checked at load) and nothing is kept."""
+        index = [COLUMNS.index(c) for c in columns]
+        if "targets" in columns or 0 in index:
+            raise ValueError(f"cells of {columns} are not row values")
+        width = len(COLUMNS)
+        plan = [(_CELL_DECODERS[c], width - i, width - 1 - i) for c, i in zip(columns, index)]
+        tabs = range(width - min(index, default=width))  # tabs to find, from the line's end
+        raw, view, starts, ends = self._raw, memoryview(self._raw), self._starts, self._ends
+        for i, row in enumerate(self._rows):
+            if row is not None:
+                yield tuple([getattr(row, c) for c in columns])
+                continue
+            start = starts[i]
+            cut = [ends[i]]  # cut[k]: where the k-th cell from the line's end stops
+            for _ in tabs:
+                cut.append(raw.rfind(b"\t", start, cut[-1]))
+            yield tuple([dec.decode(view[cut[a] + 1: cut[b]]) for dec, a, b in plan])  # in place, not copied
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other))
@@ -504,6 +532,15 @@ class SnapshotRows(Sequence[SnapshotRow]):
             else:
                 rid, cell = self.line(i).split(b"\t", 2)[:2]
                 yield rid.decode("utf-8"), LazyRequest(cell)
+
+
+def each_cell(rows: Iterable[SnapshotRow], *columns: str) -> Iterator[tuple[Any, ...]]:
+    """The values of ``columns`` (of ``request``, ``candidates``, ``slices``, ``source``) of every
+    row, in order, as tuples: a loaded snapshot's :meth:`SnapshotRows.cells`, the attributes of
+    any other sequence's rows."""
+    if isinstance(rows, SnapshotRows):
+        return rows.cells(*columns)
+    return (tuple(getattr(row, c) for c in columns) for row in rows)
 
 
 def each_row(rows: Iterable[SnapshotRow]) -> Iterator[SnapshotRow]:
@@ -542,7 +579,7 @@ def load_snapshot(root: str | Path, view: str) -> Snapshot:
     """Read ``<root>/<view>.tsv`` and its manifest, refusing bytes that differ from the manifest.
 
     The TSV is hashed first (an edited file is "changed", not "malformed"); then every line is
-    decoded and checked once and the question layout built from those rows (nothing is written
+    decoded and checked once and the question layout built from its cells (nothing is written
     beside the snapshot). Rows are decoded again when used (:class:`SnapshotRows`).
     """
     tsv_path, manifest_path = snapshot_paths(root, view)

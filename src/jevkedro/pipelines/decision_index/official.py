@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from jevkedro.nodes.snapshot import Snapshot, SnapshotError, each_row
+from jevkedro.nodes.snapshot import Snapshot, SnapshotError, each_cell
 from jevkedro.pipelines.decision_index import scoring as S
 from jevkedro.pipelines.decision_index.edition import (
     TASK_TRACK,
@@ -64,86 +64,128 @@ ACCEPTED_PAYLOAD = {31: ("chess_reference_value", "accepted"), 50: ("human_group
 
 FIELDS = ("request", "group", "track", "query", "macro", "status", "valid", "scored", "label", "pred", "options",
           "correct", "positive", "score", "gain")  # one benchmark's per-question columns, in this order
-OBJECT_FIELDS = ("request", "group", "track", "query", "macro")
 
 
-def _columns(rows: list[tuple]) -> dict[str, np.ndarray]:
-    """Per-question tuples (in :data:`FIELDS` order) as one array per field."""
-    return {k: np.array(v, dtype=object if k in OBJECT_FIELDS else None) for k, v in zip(FIELDS, zip(*rows))}
-
-
-def _payload(row, *path: str) -> Any:
-    cur: Any = row.source.get("scoring") or {}
+def _payload(source: dict[str, Any], *path: str) -> Any:
+    cur: Any = source.get("scoring") or {}
     for key in path:
         cur = cur.get(key) if isinstance(cur, dict) else None
     return cur
 
 
-def _positive_index(row, qid: str, cid: int) -> int | None:
-    key = _payload(row, "positive_option") or POSITIVE_OPTION.get(cid)
-    cands = row.candidates[qid]
+def _positive_index(source: dict[str, Any], cands: list[str], cid: int) -> int | None:
+    key = _payload(source, "positive_option") or POSITIVE_OPTION.get(cid)
     return cands.index(key) if key in cands else None
 
 
-def _relevant_index(row, qid: str) -> int | None:
-    key = _payload(row, "retrieval_ranking", "relevant_option")
-    cands = row.candidates[qid]
+def _relevant_index(source: dict[str, Any], cands: list[str]) -> int | None:
+    key = _payload(source, "retrieval_ranking", "relevant_option")
     for k in ([key] if key else []) + ["true", "yes", "relevant"]:
         if k in cands:
             return cands.index(k)
     return None
 
 
+def _check_in_step(snapshot: Snapshot, table) -> None:
+    """Refuse a question table whose questions are not the snapshot's, in snapshot order (the
+    first question out of step is named)."""
+    layout = snapshot.layout
+    n, m = len(table.request_id), len(layout)
+    both = min(n, m)
+    off = np.flatnonzero((np.asarray(table.request_id[:both], dtype=object) != layout.request_id[:both])
+                         | (np.asarray(table.question_id[:both], dtype=object) != layout.question_id[:both]))
+    at = int(off[0]) if len(off) else both
+    if at < m:
+        raise SnapshotError(f"{snapshot.path}: question table out of step with the snapshot at "
+                            f"{layout.request_id[at]}/{layout.question_id[at]}")
+    if n != m:
+        raise SnapshotError(f"{snapshot.path}: question table has {n} questions, snapshot {m}")
+
+
+def _request_slice(layout, name: str, first: np.ndarray) -> list[str]:
+    """A request-level slice of every request, as text (:class:`~jevkedro.nodes.layout.SliceColumn`)."""
+    column = layout.slice_columns[name]
+    return np.array(column.values, dtype=object)[column.codes[first]].tolist()
+
+
+SPECIAL_METRICS = ("positive_f1", "review_f1", "ndcg@10")  # metrics that read a question's candidates
+
+
 def collect(snapshot: Snapshot, table) -> dict[int, dict[str, np.ndarray]]:
-    """Walk the snapshot in table order and gather each benchmark's per-question arrays (one pass:
-    the rows are not kept)."""
-    per: dict[int, list[tuple]] = defaultdict(list)
-    # per-question columns as Python lists once (indexing numpy scalars per question is slow)
+    """Each benchmark's per-question arrays (:data:`FIELDS`), in table order: the answers' columns
+    from the table; questions, candidates and the request-level slices ``catalog_id`` and
+    ``track`` (which the view's mapping writes for every request) from the snapshot's layout;
+    each request's ``source`` cell decoded for this pass only (rows are not decoded again, nor
+    kept). A question is visited alone only where its request's payloads or its benchmark's
+    metric need its candidates (accepted options, positive option, retrieval ranking)."""
+    _check_in_step(snapshot, table)
+    layout = snapshot.layout
     n = len(table.request_id)
-    t_request, t_question = list(table.request_id), list(table.question_id)
-    t_k, t_label, t_status = table.K.tolist(), table.label.tolist(), list(table.status)
-    t_scored = (table.has_target.astype(bool) & ~table.unscored.astype(bool)).tolist()
+    label = np.asarray(table.label, dtype=np.int64)
+    scored = table.has_target.astype(bool) & ~table.unscored.astype(bool)
     if n:  # argmax over each question's own options (first wins ties), -1 without options
         within = np.arange(table.P.shape[1])[None, :] < table.K[:, None]
-        t_pred = np.where(table.K > 0, np.argmax(np.where(within, table.P, -np.inf), axis=1), -1).tolist()
+        pred = np.where(table.K > 0, np.argmax(np.where(within, table.P, -np.inf), axis=1), -1).astype(np.int64)
     else:
-        t_pred = []
-    i = 0
-    for row in each_row(snapshot.rows):
-        cid = int(row.slices["catalog_id"])
-        ev = row.source.get("_evaluation") or {}
-        metadata = row.source.get("metadata") or {}
-        group = str(ev.get("group_id", row.request_id))
-        macro = str(metadata.get(MACRO_GROUP_KEY[cid], group)) if cid in MACRO_GROUP_KEY else group
-        qrels = _payload(row, "retrieval_ranking", "qrels") or {}
-        field_doc = _payload(row, "retrieval_ranking", "field_to_document") or {}
+        pred = np.zeros(0, dtype=np.int64)
+    valid = np.asarray(table.status) == "ok"
+    correct = scored & (pred == label)
+    positive, score, gain = np.full(n, -1, dtype=np.int64), np.full(n, -1.0), np.zeros(n)
+    cand_flat, cand_start, q_start = layout.cand_flat.tolist(), layout.cand_start.tolist(), layout.q_start_list
+    if not n:
+        return {}
+    first = layout.q_start[:-1].clip(max=n - 1)  # each request's first question: its request-level slices
+    cids = [int(v) for v in _request_slice(layout, "catalog_id", first)]
+    tracks = _request_slice(layout, "track", first)
+    groups: list[str] = []
+    macros: list[str] = []
+    for r, (rid, qids, cid, (source,)) in enumerate(zip(layout.request_ids, layout.qids_by_request, cids,
+                                                        each_cell(snapshot.rows, "source"))):
+        ev = source.get("_evaluation") or {}
+        metadata = source.get("metadata") or {}
+        group = str(ev.get("group_id", rid))
+        groups.append(group)
+        macros.append(str(metadata.get(MACRO_GROUP_KEY[cid], group)) if cid in MACRO_GROUP_KEY else group)
+        qrels = _payload(source, "retrieval_ranking", "qrels") or {}
+        field_doc = _payload(source, "retrieval_ranking", "field_to_document") or {}
         accepted_path = ACCEPTED_PAYLOAD.get(cid)
-        accepted_keys = (_payload(row, *accepted_path) or {}) if accepted_path else {}
-        for qid in row.request["questions"]:
-            if i >= n or t_request[i] != row.request_id or t_question[i] != qid:
-                raise SnapshotError(f"{snapshot.path}: question table out of step with the snapshot at "
-                                    f"{row.request_id}/{qid}")
-            k, pred, label, scored = t_k[i], t_pred[i], t_label[i], t_scored[i]
-            accepted = {label}
+        accepted_keys = (_payload(source, *accepted_path) or {}) if accepted_path else {}
+        metric = NATIVE_METRIC.get(cid)
+        if not (accepted_keys or field_doc or metric in SPECIAL_METRICS):
+            continue  # every question: correct = scored and pred == label, no positive, score or gain
+        for i, qid in enumerate(qids, q_start[r]):
+            cands = cand_flat[cand_start[i]: cand_start[i + 1]]
+            accepted = {int(label[i])}
             if isinstance(accepted_keys, dict) and qid in accepted_keys:
-                accepted |= {row.candidates[qid].index(a) for a in accepted_keys[qid] if a in row.candidates[qid]}
+                accepted |= {cands.index(a) for a in accepted_keys[qid] if a in cands}
             elif isinstance(accepted_keys, list):
-                accepted |= {row.candidates[qid].index(a) for a in accepted_keys if a in row.candidates[qid]}
-            pos = _positive_index(row, qid, cid) if NATIVE_METRIC.get(cid) in ("positive_f1", "review_f1") else None
-            rel = _relevant_index(row, qid) if NATIVE_METRIC.get(cid) == "ndcg@10" else None
+                accepted |= {cands.index(a) for a in accepted_keys if a in cands}
+            correct[i] = scored[i] and int(pred[i]) in accepted
+            pos = _positive_index(source, cands, cid) if metric in ("positive_f1", "review_f1") else None
+            positive[i] = pos if pos is not None else -1
+            rel = _relevant_index(source, cands) if metric == "ndcg@10" else None
             doc = field_doc.get(qid) if isinstance(field_doc, dict) else None
             if doc is not None:
-                gain = float(qrels.get(doc, 0) or 0)
+                gain[i] = float(qrels.get(doc, 0) or 0)
             else:
-                gain = float(scored and rel is not None and label == rel)
-            valid = t_status[i] == "ok"
-            per[cid].append((row.request_id, group, str(row.slices.get("track")), group, macro, t_status[i], valid,
-                             scored, label, pred, k, scored and pred in accepted, pos if pos is not None else -1,
-                             float(table.P[i, rel]) if (rel is not None and valid) else -1.0, gain))
-            i += 1
-    if i != len(table.request_id):
-        raise SnapshotError(f"{snapshot.path}: question table has {len(table.request_id)} questions, snapshot {i}")
-    return {cid: _columns(rows) for cid, rows in per.items()}
+                gain[i] = float(scored[i] and rel is not None and label[i] == rel)
+            score[i] = float(table.P[i, rel]) if (rel is not None and valid[i]) else -1.0
+    by_request = {"request": np.array(layout.request_ids, dtype=object), "group": np.array(groups, dtype=object),
+                  "track": np.array(tracks, dtype=object), "macro": np.array(macros, dtype=object)}
+    by_request["query"] = by_request["group"]
+    by_question = {"status": np.asarray(table.status, dtype=object), "valid": valid, "scored": scored, "label": label,
+                   "pred": pred, "options": np.asarray(table.K, dtype=np.int64), "correct": correct,
+                   "positive": positive, "score": score, "gain": gain}
+    request_index = layout.request_index
+    q_cid = np.array(cids, dtype=np.int64)[request_index]
+    out = {}
+    for cid in dict.fromkeys(cids):  # benchmarks in order of first appearance
+        at = np.flatnonzero(q_cid == cid)
+        if len(at):
+            rows = request_index[at]
+            out[cid] = {k: by_request[k][rows] if k in by_request else by_question[k][at] for k in FIELDS}
+            out[cid]["status"] = np.array(out[cid]["status"].tolist())  # as text, like the table's statuses
+    return out
 
 
 def answered_requests(a: dict[str, np.ndarray]) -> dict[str, bool]:
