@@ -239,7 +239,7 @@ def plain_baseline(snapshot, records: dict) -> dict:
             if probs is None:  # anything else: the rules decide (and may reject)
                 verdicts = verdicts or judge_request(row_questions(row), rec)
                 status, p, _ = verdicts[qi]
-                probs = p.tolist() if status == "ok" else None
+                probs = p if status == "ok" else None
             acc.add(probs, row.targets[qid].label)
     return acc.result()
 

@@ -5,8 +5,9 @@ A valid answer is a probability for every candidate: finite numbers in [0, 1] (b
 numbers here) whose sum is within ``SUM_TOLERANCE`` of 1. The raw answer is never changed; only
 the copy used by the generic metrics is renormalised.
 
-The rules live here once: :func:`validate_answer` (one answer) and :func:`judge_request` (every
-question of one request: its status, the request's unsupported questions and repeated keys).
+The rules live here once, in plain Python over the decoded records: :func:`answer_probabilities`
+(one answer; :func:`validate_answer` gives its probabilities as an array) and :func:`judge_request`
+(every question of one request: its status, the request's unsupported questions and repeated keys).
 :func:`build_question_table` applies them to every record of a view, in the records' order, and
 assembles the arrays the metrics read; :class:`QuestionRecords` is what ``questions.jsonl`` holds.
 
@@ -39,7 +40,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from numbers import Real
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 import msgspec
 import numpy as np
@@ -67,7 +68,13 @@ NO_ANSWER = "no answer for this question"
 UNSUPPORTED_QUESTION = "adapter cannot represent this question"
 REASON_VALUE_CHARS = 200
 
-Verdict = tuple[str, "np.ndarray | None", Any]  # (status, normalised probabilities or None, reason)
+Verdict = tuple[str, "list[float] | None", Any]  # (status, normalised probabilities or None, reason)
+
+
+def _is_mapping(x: Any) -> TypeGuard[Mapping[str, Any]]:
+    """``isinstance(x, Mapping)``, a plain dict (what decoded records hold) answered first: the
+    abstract-class check costs several times more, and it is asked of every answer."""
+    return x.__class__ is dict or isinstance(x, Mapping)
 
 
 def _is_prob(x: Any) -> bool:
@@ -127,32 +134,70 @@ class AnswersByQuestion(dict[str, Any]):
 def answers_by_question(response: Any) -> AnswersByQuestion:
     """The answers of a System One body, keyed by question id (dict or list-shaped ``/decide``)."""
     out = AnswersByQuestion()
-    answers = response.get("answers") if isinstance(response, Mapping) else None
-    if isinstance(answers, Mapping):
+    answers = response.get("answers") if _is_mapping(response) else None
+    if _is_mapping(answers):
         out.update(answers)
     elif isinstance(answers, list):
         # the list-shaped /decide flavour: entries matched by id (the last of repeated ones; the
         # counts let validation reject an id answered twice and require each choice entry's choice)
-        entries = [a for a in answers if isinstance(a, Mapping) and isinstance(a.get("id"), str)]
+        entries = [a for a in answers if _is_mapping(a) and isinstance(a.get("id"), str)]
         out.update((a["id"], a) for a in entries)
         out.entries = Counter(a["id"] for a in entries)
     return out
 
 
-def validate_answer(
+def sum_as_numpy(values: Sequence[float]) -> float:
+    """``float(np.array(values).sum())`` in Python floats, in numpy's order of additions: from 0.0,
+    sequentially below 8 values; from 8, numpy's pairwise sum (:func:`_pairwise`). An answer's sum
+    decides whether it is valid and what it is divided by, so it must be numpy's to the last bit."""
+    if len(values) < 8:
+        total = 0.0
+        for v in values:
+            total += v
+        return total
+    return 0.0 + _pairwise(values, 0, len(values))
+
+
+def _pairwise(a: Sequence[float], lo: int, n: int) -> float:
+    """numpy's pairwise sum of ``a[lo:lo+n]`` (``n`` >= 8): blocks of up to 128 values summed in 8
+    accumulators, combined as ((r0+r1)+(r2+r3))+((r4+r5)+(r6+r7)), the remainder added after; a
+    longer run is split in two at a multiple of 8 below its half."""
+    if n < 8:
+        res = -0.0
+        for v in a[lo: lo + n]:
+            res += v
+        return res
+    if n <= 128:
+        r = list(a[lo: lo + 8])
+        end = lo + n - n % 8
+        for i in range(lo + 8, end, 8):
+            for j in range(8):
+                r[j] += a[i + j]
+        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        for v in a[end: lo + n]:
+            res += v
+        return res
+    half = n // 2
+    half -= half % 8
+    return _pairwise(a, lo, half) + _pairwise(a, lo + half, n - half)
+
+
+def answer_probabilities(
     qtype: str,
     candidates: list[str],
     answer: Any,
     level_names: list[str] | None = None,
     tolerance: float = SUM_TOLERANCE,
     list_entries: int = 0,
-) -> tuple[np.ndarray | None, str | None]:
-    """Map one answer onto ``candidates``. ``list_entries``: how many entries of a list-shaped body
-    answer this question (0: the body is dict-shaped; see :meth:`AnswersByQuestion.list_entries`).
+) -> tuple[list[float] | None, str | None]:
+    """The rules for one answer: map it onto ``candidates``. ``list_entries``: how many entries of
+    a list-shaped body answer this question (0: the body is dict-shaped; see
+    :meth:`AnswersByQuestion.list_entries`).
 
-    Returns ``(probabilities normalised to sum 1, None)`` when valid, else ``(None, reason)``.
+    Returns ``(probabilities normalised to sum 1, None)`` when valid, else ``(None, reason)``;
+    the probabilities are Python floats, in candidate order.
     """
-    if not isinstance(answer, Mapping):
+    if not _is_mapping(answer):
         return None, NO_ANSWER
     if list_entries > 1:
         return None, f"the list-shaped body answers this question in {list_entries} entries"
@@ -161,7 +206,7 @@ def validate_answer(
         return None, f"answer type {_short_repr(declared)} for a {qtype} question"
     if qtype == "noul":
         p = answer.get("noul")
-        if p is None and isinstance(answer.get("probabilities"), Mapping):
+        if p is None and _is_mapping(answer.get("probabilities")):
             probs = answer["probabilities"]
             if set(probs) != {"true", "false"}:
                 return None, "noul probabilities must be keyed true/false"
@@ -170,13 +215,13 @@ def validate_answer(
             if not _is_prob(p):
                 return None, f"noul must be a number in [0, 1], got {_short_repr(p)}"
             by_key = {"true": float(p), "false": 1.0 - float(p)}  # type: ignore[arg-type]  # _is_prob: a real number
-            return np.array([by_key[c] for c in candidates], dtype=float), None
+            return [by_key[c] for c in candidates], None
     else:
         if qtype == "choice" and ("choice" in answer or list_entries):
             if answer.get("choice") not in candidates:
                 return None, f"choice {_short_repr(answer.get('choice'))} is not one of the options"
         probs = answer.get("probabilities")
-        if not isinstance(probs, Mapping):
+        if not _is_mapping(probs):
             return None, "no probabilities object"
         keys = set(probs)
         if keys != set(candidates):
@@ -188,13 +233,27 @@ def validate_answer(
                 extra = sorted(str(k) for k in keys - set(candidates))
                 return None, _short_repr_keys(missing, extra)
         values = [probs[c] for c in candidates]
-    if not all(_is_prob(v) for v in values):
+    if not all(map(_is_prob, values)):
         return None, f"probabilities must be finite numbers in [0, 1], got {_short_repr(values)}"
-    arr = np.array(values, dtype=float)
-    total = float(arr.sum())
+    floats = [v if v.__class__ is float else float(v) for v in values]
+    total = sum_as_numpy(floats)
     if abs(total - 1.0) > tolerance + 1e-12:
         return None, f"probabilities sum to {total:.6g}, outside 1 ± {tolerance}"
-    return arr / renormalising_divisor(total), None
+    divisor = renormalising_divisor(total)
+    return (floats if divisor == 1.0 else [v / divisor for v in floats]), None
+
+
+def validate_answer(
+    qtype: str,
+    candidates: list[str],
+    answer: Any,
+    level_names: list[str] | None = None,
+    tolerance: float = SUM_TOLERANCE,
+    list_entries: int = 0,
+) -> tuple[np.ndarray | None, str | None]:
+    """:func:`answer_probabilities` with the probabilities as a numpy array."""
+    p, why = answer_probabilities(qtype, candidates, answer, level_names, tolerance, list_entries)
+    return (None if p is None else np.array(p, dtype=float)), why
 
 
 def _short_repr_keys(missing: list[str], extra: list[str]) -> str:
@@ -205,7 +264,7 @@ def _short_repr_keys(missing: list[str], extra: list[str]) -> str:
 def duplicate_keys_of(record: Mapping[str, Any]) -> list[list[Any]]:
     """The repeated keys the parser found in a record's response body (``meta.duplicate_keys``)."""
     meta = record.get("meta")
-    paths = meta.get("duplicate_keys") if isinstance(meta, Mapping) else None
+    paths = meta.get("duplicate_keys") if _is_mapping(meta) else None
     if not isinstance(paths, list):
         return []
     return [p for p in paths if isinstance(p, list) and p]
@@ -219,14 +278,14 @@ def repeated_key_reasons(paths: list[list[Any]], response: Any, question_ids: It
     """
     qids = list(question_ids)
     out: dict[str, str] = {}
-    answers = response.get("answers") if isinstance(response, Mapping) else None
+    answers = response.get("answers") if _is_mapping(response) else None
     for path in paths:
         touched = qids
         if len(path) >= 2 and path[0] == "answers":
             ref = path[1]
             if isinstance(ref, int) and isinstance(answers, list) and 0 <= ref < len(answers):
                 entry = answers[ref]
-                ref = entry.get("id") if isinstance(entry, Mapping) else None
+                ref = entry.get("id") if _is_mapping(entry) else None
             touched = [ref] if ref in qids else []
         reason = (f"the response repeats the key {_short_repr(path[-1])} at {describe_path(tuple(path[:-1]))}; "
                   "a repeated key is ambiguous")
@@ -265,7 +324,8 @@ def judge_request(questions: Sequence[Question], record: Mapping[str, Any] | Non
     response = record.get("response")
     answers = answers_by_question(response)
     unsupported = set(record.get("unsupported_questions") or ())
-    repeated = repeated_key_reasons(duplicate_keys_of(record), response, [q.id for q in questions])
+    paths = duplicate_keys_of(record)
+    repeated = repeated_key_reasons(paths, response, [q.id for q in questions]) if paths else {}
     out: list[Verdict] = []
     for q in questions:
         if q.id in unsupported:
@@ -273,8 +333,8 @@ def judge_request(questions: Sequence[Question], record: Mapping[str, Any] | Non
         elif q.id in repeated:
             out.append(("invalid", None, repeated[q.id]))
         else:
-            p, why = validate_answer(q.type, q.candidates, answers.get(q.id), q.level_names, tolerance,
-                                     answers.list_entries(q.id))
+            p, why = answer_probabilities(q.type, q.candidates, answers.get(q.id), q.level_names, tolerance,
+                                          answers.list_entries(q.id))
             out.append(("ok" if p is not None else "invalid", p, why))
     return out
 
@@ -303,7 +363,7 @@ class RequestColumns:
 
     def add(self, record: Any, in_view: bool) -> None:
         """One record's fields (``in_view``: its request is one of the view's)."""
-        rec = record if isinstance(record, Mapping) else {}
+        rec = record if _is_mapping(record) else {}
         status = rec.get("status")
         self.status.append(status)
         self.latency_s.append(rec.get("latency_s"))
@@ -392,7 +452,8 @@ def build_question_table(
     n = len(layout)
     status: list[Any] = ["unattempted"] * n
     reason: list[Any] = [None] * n
-    P = np.zeros((n, layout.kmax))
+    ok_rows: list[int] = []  # the questions with probabilities, and those probabilities end to end
+    flat: list[float] = []
     requests = RequestColumns(requests=len(layout.request_ids))
     for rid, record in records.items():
         r = position.get(rid)
@@ -405,13 +466,14 @@ def build_question_table(
         for g, (st, p, why) in enumerate(judge_request(questions, record, tolerance), start):
             status[g], reason[g] = st, why
             if p is not None:
-                P[g, : len(p)] = p
+                ok_rows.append(g)
+                flat.extend(p)
     return QuestionTable(
         request_id=layout.request_id,
         question_id=layout.question_id,
         qtype=layout.qtype,
         K=layout.K,
-        P=P,
+        P=_probability_matrix(n, layout.kmax, np.diff(layout.cand_start), ok_rows, flat),
         Y=layout.Y,
         has_target=layout.has_target,
         label=layout.label,
@@ -423,6 +485,19 @@ def build_question_table(
         slice_codes=layout.slice_columns,
         requests=requests,
     )
+
+
+def _probability_matrix(n: int, kmax: int, widths: np.ndarray, rows: list[int], flat: list[float]) -> np.ndarray:
+    """The ``(n, kmax)`` table of probabilities, zeros but in ``rows``, whose values are ``flat``
+    end to end (row ``g`` holds ``widths[g]`` of them, from column 0), filled in one assignment."""
+    P = np.zeros((n, kmax))
+    if rows:
+        g = np.asarray(rows, dtype=np.intp)
+        w = widths[g]
+        starts = np.cumsum(w) - w  # where each row's values start in flat
+        col = np.arange(len(flat)) - np.repeat(starts, w)
+        P.reshape(-1)[np.repeat(g * kmax, w) + col] = flat
+    return P
 
 
 _LINES = msgspec.json.Encoder()
