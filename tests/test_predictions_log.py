@@ -190,3 +190,73 @@ def test_the_records_of_an_opened_log_follow_its_writes(tmp_path):
     opened.append({**record_of("a", body(2), {}), "status": "error"})
     opened.compact(["b", "a"])
     assert [(rid, r["status"]) for rid, r in opened.records.items()] == [("b", "ok"), ("a", "error")]
+
+
+def _dumps_line(record) -> bytes:
+    """What every record line was before msgspec wrote them: ``json.dumps`` (UTF-8, compact)."""
+    try:
+        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        return json.dumps(record, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(odd_values | st.floats() | st.lists(st.floats(), max_size=4))
+def test_a_record_is_written_as_json_dumps_writes_it(value):
+    """The writer's bytes are ``json.dumps``'s whatever the record holds: floats in its notation
+    (``1e-05``, ``1e+16``), NaN and infinities as ``NaN``/``Infinity``, lone surrogates escaped, a
+    tuple as a list."""
+    record = record_of("r", value, {"meta": {"t": (1, 2.5e-07), "x": [1e16, 0.0001, 5e-324]}})
+    assert encode_record(record) == _dumps_line(record)
+
+
+def test_floats_of_every_magnitude_are_written_as_json_dumps_writes_them():
+    rng = random.Random(7)
+    floats = [rng.random() * 10.0 ** rng.randint(-30, 30) * rng.choice((1, -1)) for _ in range(3000)]
+    floats += [math.ldexp(rng.random(), rng.randint(-1074, 1023)) for _ in range(3000)]
+    floats += [1e-4, 9.99e-5, 1e15, 1e16, 9999999999999998.0, 0.0, -0.0]
+    for x in floats:
+        assert encode_record(record_of("r", x, {})) == _dumps_line(record_of("r", x, {})), x
+
+
+def test_opening_decodes_each_record_once_and_the_writer_keeps_none(tmp_path, monkeypatch):
+    """``records`` are the records decoded while opening (a dict in log order, not decoded again);
+    once the log is written they are let go, and asked for again the file is read anew."""
+    path = tmp_path / "predictions.jsonl"
+    plog = PredictionLog(path)
+    for rid in ("b", "a", "c"):
+        plog.append(record_of(rid, body(1), {}))
+    plog.close()
+    decoded = []
+    real = predictions_log.decode_record
+    monkeypatch.setattr(predictions_log, "decode_record", lambda line: decoded.append(line) or real(line))
+    opened = PredictionLog(path)
+    records = opened.records
+    assert isinstance(records, dict) and list(records) == ["b", "a", "c"] and len(decoded) == 3
+    assert records["a"] is opened.records["a"] and len(decoded) == 3
+    opened.append(record_of("d", body(2), {}))
+    assert opened._records is None and list(records) == ["b", "a", "c"]  # a dict handed out keeps its records
+    assert list(opened.records) == ["b", "a", "c", "d"] and len(decoded) == 7
+
+
+def test_a_log_written_in_order_is_compacted_in_large_reads(tmp_path, monkeypatch):
+    """Lines that lie one after another are copied as one run; a torn tail is cut."""
+    path = tmp_path / "predictions.jsonl"
+    plog = PredictionLog(path)
+    rids = [f"r{i:04d}" for i in range(2000)]
+    for rid in rids:
+        plog.append(record_of(rid, body(int(rid[1:])), {}))
+    plog.close()
+    with open(path, "ab") as f:
+        f.write(b'{"request_id":')  # a torn tail: the writer cuts it
+    whole = path.read_bytes()[: -len(b'{"request_id":')]
+    reads = []
+    real_pread = predictions_log.os.pread
+    monkeypatch.setattr(predictions_log.os, "pread", lambda fd, n, at: reads.append(n) or real_pread(fd, n, at))
+    opened = PredictionLog(path)
+    opened.compact(rids)
+    assert path.read_bytes() == whole and sum(reads) == len(whole)
+    assert len(whole) < predictions_log.COPY_BYTES and len(reads) == 1
+    assert [opened.index[r].offset for r in rids[:2]] == [0, opened.index["r0000"].length]
+    assert list(PredictionLog(path).records) == rids

@@ -21,8 +21,9 @@ read with :func:`jevkedro.nodes.jsonparse.parse_json`, so:
   ``run.json`` (``replay``), in the report and as a warning: they are never scored.
 
 The file is read once, at setup (or when the run's identity is taken): its sha256 in ``run.json``
-is that of the bytes answered from. Every line is checked then, before anything is asked, and
-parsed again when its request is answered (only the line's bytes are kept in between).
+is that of the bytes answered from. Every line is parsed and checked then, before anything is
+asked; what a line says (its parsed value, and the line as written when reading changed something)
+is kept until its request is answered, so no line is parsed twice.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def _first_line(path: Path) -> tuple[int, bytes | None]:
 
 UNKNOWN_IDS_NAMED = 10  # how many unknown request ids the run metadata names (all are counted)
 
+_Line = tuple[ParsedJSON, "str | None"]  # a line as parsed, and its text when reading changed something
+
 
 class ReplayAdapter(Adapter):
     kind = "replay"
@@ -81,10 +84,11 @@ class ReplayAdapter(Adapter):
         if not path:
             raise ValueError("the replay adapter needs model.path=<answers.jsonl>")
         self.path = Path(path)
-        self._lines: dict[str, bytes] | None = None  # request id -> its line (attempt 0), as read
-        self._repeat_lines: dict[tuple[str, int], bytes] = {}  # (request id, attempt >= 1) -> its line
+        self._lines: dict[str, _Line] | None = None  # request id -> its line (attempt 0), as read
+        self._repeat_lines: dict[tuple[str, int], _Line] = {}  # (request id, attempt >= 1) -> its line
         self._n_lines = 0
         self._sha256 = ""
+        self._model_id = self.model_id  # what every answer names when its body names no model
 
     @property
     def model_id(self) -> str:
@@ -147,31 +151,32 @@ class ReplayAdapter(Adapter):
         self._check_file()
         data = self.path.read_bytes()
         sha256 = hashlib.sha256(data).hexdigest()
-        lines: dict[str, bytes] = {}
-        repeat_lines: dict[tuple[str, int], bytes] = {}
+        lines: dict[str, _Line] = {}
+        repeat_lines: dict[tuple[str, int], _Line] = {}
         first_line: dict[tuple[str, int], int] = {}
         for lineno, line in enumerate(data.split(b"\n"), start=1):
             if not line.strip():
                 continue
-            rid, attempt, _ = self._read(lineno, line)
+            rid, attempt, parsed = self._read(lineno, line)
             if (rid, attempt) in first_line:
                 which = f" attempt {attempt}" if attempt or repeat_lines else ""
                 raise self._error(lineno, f"request_id {rid!r}{which} repeats line {first_line[rid, attempt]}; a replay "
                                           f"file has one line per request{' and attempt' if which else ''}")
             first_line[rid, attempt] = lineno
+            kept = (parsed, None if parsed.exact else line.decode("utf-8"))
             if attempt:
-                repeat_lines[rid, attempt] = line
+                repeat_lines[rid, attempt] = kept
             else:
-                lines[rid] = line
+                lines[rid] = kept
         self._lines, self._repeat_lines, self._sha256 = lines, repeat_lines, sha256
         self._n_lines = len(lines) + len(repeat_lines)
 
-    def _loaded(self) -> dict[str, bytes]:
+    def _loaded(self) -> dict[str, _Line]:
         self.setup()
         assert self._lines is not None
         return self._lines
 
-    def _line(self, request_id: str, attempt: int) -> bytes | None:
+    def _line(self, request_id: str, attempt: int) -> _Line | None:
         return self._loaded().get(request_id) if attempt == 0 else self._repeat_lines.get((request_id, attempt))
 
     def has(self, request_id: str, attempt: int = 0) -> bool:
@@ -200,10 +205,10 @@ class ReplayAdapter(Adapter):
         line = self._line(request_id, attempt)
         if line is None:
             return AdapterResult(status="unattempted")
-        _, _, parsed = self._read(0, line)  # accepted at setup
-        fields = self.read_body(parsed.value, [list(p) for p in parsed.duplicate_keys], self.model_id)
+        parsed, raw = line  # read and accepted at setup
+        fields = self.read_body(parsed.value, [list(p) for p in parsed.duplicate_keys], self._model_id)
         return AdapterResult(status="ok", response=fields.response, model=fields.model, usage=fields.usage,
-                             meta=fields.meta, raw=None if parsed.exact else line.decode("utf-8"))
+                             meta=fields.meta, raw=raw)
 
     @classmethod
     def read_body(cls, value: Any, duplicate_keys: list[list[Any]], model: str | None) -> BodyFields:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -392,7 +393,7 @@ def ask_all(adapter: Adapter, items: Iterable[Item], engine: EngineSettings, sha
     else:
         size = engine.batch_size or adapter.default_batch_size
         while not halt.is_set():
-            batch = [x for _, x in zip(range(size), pending)]
+            batch = list(islice(pending, size))
             if not batch:
                 break
             t0 = time.perf_counter()

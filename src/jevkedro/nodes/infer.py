@@ -95,19 +95,19 @@ def _start_log(plog: PredictionLog, adapter: Adapter, identity: dict[str, Any]) 
 
 
 def _run_local(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog, engine: EngineSettings,
-               model_id: str) -> tuple[int, int, str | None]:
+               model_id: str, ids: list[str]) -> tuple[int, int, str | None]:
     """Ask the (request, attempt) pairs without a final answer in this process, attempt by attempt
-    (``model.repeats``; with one, records carry no attempt); returns (asked, reused, stopped)."""
+    (``model.repeats``; with one, records carry no attempt); ``ids``: the snapshot's request ids, in
+    order. Returns (asked, reused, stopped)."""
     K = engine.repeats
-    todo: list[tuple[str, dict[str, Any], int | None]] = []
-    reused = 0
-    for k in range(K):
-        done = plog.done(snapshot.sha256, k)
-        reused += len(done)
-        todo += [(rid, req, k if K > 1 else None) for rid, req in snapshot.requests() if rid not in done]
+    dones = [plog.done(snapshot.sha256, k) for k in range(K)]
+    reused = sum(len(done) for done in dones)
+    asked = sum(len(ids) - len(done.intersection(ids)) for done in dones)
+    todo = ((rid, req, k if K > 1 else None)  # taken one at a time as they are asked
+            for k, done in enumerate(dones) for rid, req in snapshot.requests() if rid not in done)
     total = len(snapshot.rows) * K
-    console.resumed(snapshot.view, total, reused, len(todo), f", {model_id}" + (f", x {K} repeats" if K > 1 else ""))
-    progress = Progress(len(todo), snapshot.view, engine.progress)
+    console.resumed(snapshot.view, total, reused, asked, f", {model_id}" + (f", x {K} repeats" if K > 1 else ""))
+    progress = Progress(asked, snapshot.view, engine.progress)
 
     def emit(rec: dict[str, Any]) -> None:
         plog.append(rec)
@@ -119,7 +119,7 @@ def _run_local(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog, engine
     finally:
         progress.close()
         adapter.close()
-    return len(todo), reused, stopped
+    return asked, reused, stopped
 
 
 def _run_locked(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog, engine: EngineSettings,
@@ -139,7 +139,7 @@ def _run_locked(snapshot: Snapshot, adapter: Adapter, plog: PredictionLog, engin
             asked, reused, stopped = run_distributed(snapshot, plog, engine, dict(adapter_settings),
                                                      identity_digest(identity), adapter)
         else:
-            asked, reused, stopped = _run_local(snapshot, adapter, plog, engine, identity["model"])
+            asked, reused, stopped = _run_local(snapshot, adapter, plog, engine, identity["model"], order)
     finally:
         plog.compact(order)
     summary = {"asked": asked, "reused": reused, "stopped": stopped, **summarize(plog.entries()),

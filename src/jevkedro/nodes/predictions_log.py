@@ -3,8 +3,9 @@
 A record is written by :func:`encode_record` and read by :func:`read_records` (the strict JSON
 reader, :func:`~jevkedro.nodes.jsonparse.parse_json`); Dask shard files hold the same lines. Lines
 end only at ``\\n`` (a U+2028 inside a string is part of its line). Opening a log reads it once, in
-order, checking every line; scoring decodes each record from the bytes of that read, and while a
-run appends only a small :class:`LogEntry` per request is kept (the index). A line that
+order, decoding and checking every line: the records decoded are what scoring reads
+(:attr:`PredictionLog.records`, nothing decoded twice) until the log is first written; from then on
+only a small :class:`LogEntry` per request is kept (the index). A line that
 is not a record is refused naming file and line; a last line without its newline (a killed write)
 is dropped with a warning, and cut from the file only by the writer. ``run.json`` beside the log
 names the identity that wrote its records.
@@ -111,8 +112,37 @@ def utf8_json_line(value: Any, separators: tuple[str, str] | None = None, **opti
         return dumps_utf8(_json_safe(value), separators=separators, **options) + b"\n"
 
 
+class _OtherNotation(Exception):
+    """A float that msgspec writes otherwise than ``json.dumps`` does."""
+
+
+def _float_as_dumped(text: str) -> float:
+    """A float of a line msgspec wrote, read back; refuses one ``json.dumps`` writes otherwise
+    (``repr``: exponent notation below 1e-4 and from 1e16, written ``1e-05``, ``1e+16``, where
+    msgspec writes ``0.00001``, ``1e16``)."""
+    if "e" in text or text.startswith(("0.0000", "-0.0000")):
+        raise _OtherNotation
+    return float(text)
+
+
+_ENCODER = msgspec.json.Encoder()
+_READ_BACK = msgspec.json.Decoder(float_hook=_float_as_dumped)
+_NOT_WRITTEN_ALIKE = (TypeError, ValueError, OverflowError, RecursionError, msgspec.DecodeError, _OtherNotation)
+
+
 def encode_record(record: Mapping[str, Any]) -> bytes:
-    """The one writer of a record: a compact JSON line."""
+    """The one writer of a record: a compact JSON line, the bytes :func:`utf8_json_line` writes
+    (``json.dumps``: NaN/Infinity as such, a lone surrogate escaped). msgspec writes the line when
+    its bytes are provably those: read back they give the record again (msgspec writes a NaN or an
+    infinity as null, a tuple as a list) and every float in them is in the notation ``json.dumps``
+    uses; a string msgspec cannot write (a lone surrogate) or a type it does not know is left to
+    ``json.dumps`` too."""
+    try:
+        line = _ENCODER.encode(record)
+        if _READ_BACK.decode(line) == record:
+            return line + b"\n"
+    except _NOT_WRITTEN_ALIKE:
+        pass
     return utf8_json_line(record, (",", ":"), check_circular=False)  # records are trees: parsed JSON
 
 
@@ -207,44 +237,35 @@ def _entry(rec: Mapping[str, Any], offset: int, length: int) -> LogEntry:
 
 # -- the log ---------------------------------------------------------------------------------------
 
-class LogRecords(Mapping[str, dict[str, Any]]):
-    """The records of one read of a log by request id, in log order: each decoded from the bytes
-    read (:func:`decode_record`) when it is asked for, so no tree per record is held."""
+class LogRecords(dict[str, dict[str, Any]]):
+    """The records of one read of a log: a dict by request id, in log order (each request's latest
+    line of attempt 0), the records of the other attempts beside it (:meth:`attempt`)."""
 
-    def __init__(self, data: bytes | bytearray, index: dict[str, LogEntry],
-                 repeats: Mapping[int, dict[str, LogEntry]] | None = None) -> None:
-        self._data, self._index, self._repeats = data, index, repeats or {}
+    def __init__(self, repeats: dict[int, dict[str, dict[str, Any]]] | None = None) -> None:
+        super().__init__()
+        self.repeats = repeats if repeats is not None else {}
 
     @property
     def attempts(self) -> int:
         """How many attempts the log holds answers of (1 + the highest attempt recorded; 1 when none has one)."""
-        return 1 + max((k for k, e in self._repeats.items() if e), default=0)
+        return 1 + max((k for k, r in self.repeats.items() if r), default=0)
 
     def attempt(self, k: int) -> LogRecords:
         """The records of attempt ``k`` by request id (attempt 0: these)."""
-        return self if k == 0 else LogRecords(self._data, self._repeats.get(k, {}))
-
-    def __getitem__(self, rid: str) -> dict[str, Any]:
-        e = self._index[rid]
-        return decode_record(self._data[e.offset: e.offset + e.length])
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._index)
-
-    def __len__(self) -> int:
-        return len(self._index)
-
-    def __contains__(self, rid: object) -> bool:
-        return rid in self._index
+        if k == 0:
+            return self
+        records = LogRecords()
+        records.update(self.repeats.get(k, {}))
+        return records
 
 
 class PredictionLog:
     """Append-only JSONL of prediction records for one (model, view), tolerant of a torn tail.
 
-    Opening reads the file once, checking every line, into the index (:attr:`index`: request id ->
-    :class:`LogEntry` of its latest line); the bytes read serve :attr:`records` until the log is
-    first written, from then on only the index is held. Only the writer (:meth:`append`,
-    :meth:`compact`) changes the file.
+    Opening reads the file once, decoding and checking every line, into the index (:attr:`index`:
+    request id -> :class:`LogEntry` of its latest line) and the records decoded, which serve
+    :attr:`records` until the log is first written; from then on only the index is held. Only the
+    writer (:meth:`append`, :meth:`compact`) changes the file.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -259,7 +280,7 @@ class PredictionLog:
         self.adopt_unstamped = False  # whether records without a stamp count as this identity's
         self.index: dict[str, LogEntry] = {}  # attempt 0 (every record of a run asking each request once)
         self.repeats: dict[int, dict[str, LogEntry]] = {}  # attempt (1, 2, ...) -> its records' entries
-        self._data: bytes | bytearray | None = None  # the bytes of the last read, while they are the file's
+        self._records: LogRecords | None = None  # the records of the last read, while they are the file's
         self._whole_end = 0  # where the last record's line ends: the writer cuts what follows (a torn tail)
         self._read()  # every line checked: a log that is not one is refused at once
 
@@ -269,33 +290,36 @@ class PredictionLog:
         self.fsync_policy, self.fsync_interval_s = fsync, float(fsync_interval_s)
 
     def _read(self) -> None:
-        """One pass over the file: the index, the bytes read and where the last record's line ends."""
-        data = read_file(self.path) if self.path.is_file() else bytearray()
+        """One pass over the file: the index, the records and where the last record's line ends."""
+        data = bytes(read_file(self.path)) if self.path.is_file() else b""  # lines sliced as bytes: no copy to parse
         index: dict[str, LogEntry] = {}
         repeats: dict[int, dict[str, LogEntry]] = {}
+        records = LogRecords()
         end = 0
         for offset, length, rec in read_records(data, self.path):
-            k = attempt_of(rec)
-            (index if k == 0 else repeats.setdefault(k, {}))[rec["request_id"]] = _entry(rec, offset, length)
+            k, rid = attempt_of(rec), rec["request_id"]
+            if k == 0:
+                index[rid], records[rid] = _entry(rec, offset, length), rec
+            else:
+                repeats.setdefault(k, {})[rid] = _entry(rec, offset, length)
+                records.repeats.setdefault(k, {})[rid] = rec
             end = offset + length
-        self.index, self.repeats, self._data, self._whole_end = index, repeats, data, end
+        self.index, self.repeats, self._records, self._whole_end = index, repeats, records, end
 
     def _written(self) -> None:
-        """The file is about to change: the bytes read no longer describe it. (A :class:`LogRecords`
-        handed out keeps its own bytes and index.)"""
-        if self._data is not None:
-            self._data, self.index = None, dict(self.index)
-            self.repeats = {k: dict(v) for k, v in self.repeats.items()}
+        """The file is about to change: the records read no longer describe it (a :class:`LogRecords`
+        handed out keeps them), and the writer does not need them."""
+        self._records = None
 
     @property
     def records(self) -> LogRecords:
         """Every request's latest record by request id, in log order (the file is read again when
         it was written since it was read)."""
-        if self._data is None:
+        if self._records is None:
             self.close()
             self._read()
-        assert self._data is not None
-        return LogRecords(self._data, self.index, self.repeats)
+        assert self._records is not None
+        return self._records
 
     def entries(self) -> Iterator[LogEntry]:
         """The index entry of every (request, attempt)."""
@@ -435,7 +459,8 @@ class PredictionLog:
     def compact(self, order: list[str]) -> None:
         """Rewrite atomically: one line per request and attempt (its latest), in ``order`` (a request's
         attempts in turn); requests not in ``order`` are dropped. Lines are copied byte for byte from
-        the old file, one at a time."""
+        the old file: lines kept that lie one after another there are copied as one run (of at most
+        :data:`COPY_BYTES`, or one longer line), so a log written in order is copied in large reads."""
         self.close()
         self._written()
         old = self.index
@@ -448,14 +473,38 @@ class PredictionLog:
         repeats: dict[int, dict[str, LogEntry]] = {}
         at = 0
         with (open(self.path, "rb") if kept else nullcontext()) as src, atomic_writer(self.path) as dst:
-            for k, rid, e in kept:
+            for run in _runs(kept):
                 assert src is not None
-                line = os.pread(src.fileno(), e.length, e.offset)
-                if len(line) != e.length or not line.endswith(b"\n"):
-                    raise PredictionLogError(f"{self.path}: changed while it was being compacted "
-                                             f"(line of {rid} at byte {e.offset})")
-                dst.write(line)
-                (new if k == 0 else repeats.setdefault(k, {}))[rid] = LogEntry(
-                    e.status, e.snapshot_sha256, e.cost_usd, at, e.length, e.identity)
-                at += e.length
+                start = run[0][2].offset
+                chunk = os.pread(src.fileno(), run[-1][2].offset + run[-1][2].length - start, start)
+                for k, rid, e in run:
+                    end = e.offset - start + e.length
+                    if chunk[end - 1: end] != b"\n":  # cut short, or not where the line ended
+                        raise PredictionLogError(f"{self.path}: changed while it was being compacted "
+                                                 f"(line of {rid} at byte {e.offset})")
+                    (new if k == 0 else repeats.setdefault(k, {}))[rid] = LogEntry(
+                        e.status, e.snapshot_sha256, e.cost_usd, at + e.offset - start, e.length, e.identity)
+                dst.write(chunk)
+                at += len(chunk)
         self.index, self.repeats, self._whole_end = new, repeats, at
+
+
+COPY_BYTES = 1 << 20  # the most compaction copies in one read (unless one line is longer)
+
+
+def _runs(kept: list[tuple[int, str, LogEntry]]) -> Iterator[list[tuple[int, str, LogEntry]]]:
+    """``kept`` (in the order they are written) cut into runs of lines that lie one after another
+    in the file, each of at most :data:`COPY_BYTES` unless it is one longer line."""
+    run: list[tuple[int, str, LogEntry]] = []
+    start = end = 0
+    for item in kept:
+        e = item[2]
+        if run and (e.offset != end or e.offset + e.length - start > COPY_BYTES):
+            yield run
+            run = []
+        if not run:
+            start = e.offset
+        run.append(item)
+        end = e.offset + e.length
+    if run:
+        yield run
