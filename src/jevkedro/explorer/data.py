@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from jevkedro.nodes import metrics as M
 from jevkedro.nodes.layout import QuestionLayout, question_layout
 from jevkedro.nodes.snapshot import Snapshot
 from jevkedro.nodes.validate import QuestionRecords
@@ -62,7 +63,17 @@ def _finite(obj: Any) -> Any:
 
 def dumps(obj: Any) -> str:
     """Compact JSON of ``obj``, ASCII only (the page's data then costs one byte a character in
-    memory, and a lone surrogate is an escape); non-finite numbers and unknown types as text."""
+    memory, and a lone surrogate is an escape); non-finite numbers and unknown types as text.
+
+    msgspec writes it when its text reads back as ``obj`` (it writes a non-finite number as
+    ``null`` and has encodings of its own for some types); the standard library's encoder, with
+    the rules above, writes the rest."""
+    try:
+        out = _MSGSPEC(obj)
+        if _DECODE(out) == obj:
+            return _ascii(out.decode("utf-8"))
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError, msgspec.DecodeError):
+        pass
     try:
         return _ENCODE(obj)
     except ValueError:
@@ -70,6 +81,23 @@ def dumps(obj: Any) -> str:
 
 
 _ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=str).encode
+_MSGSPEC = msgspec.json.Encoder().encode
+_DECODE = msgspec.json.Decoder().decode
+_NON_ASCII = re.compile("[^\x00-\x7e]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    if c > 0xFFFF:  # a surrogate pair, as the standard library writes it
+        c -= 0x10000
+        return f"\\u{0xD800 | (c >> 10):04x}\\u{0xDC00 | (c & 0x3FF):04x}"
+    return f"\\u{c:04x}"
+
+
+def _ascii(text: str) -> str:
+    """JSON text with every character beyond ASCII (and DEL) as its ``\\u`` escape: such
+    characters only occur inside strings, so the text reads back the same."""
+    return text if text.isascii() and "\x7f" not in text else _NON_ASCII.sub(_escape, text)
 
 
 class Codes:
@@ -86,6 +114,12 @@ class Codes:
             code = self.index[key] = len(self.values)
             self.values.append(value)
         return code
+
+    def many(self, items: Sequence[Any]) -> list[int]:
+        """The code of each item, as calling this on each in turn gives."""
+        for value in dict.fromkeys(items):
+            self(value)
+        return list(map(self.index.__getitem__, items))
 
 
 @dataclass(frozen=True)
@@ -136,12 +170,6 @@ def _same(a: Any, b: Any) -> bool:
 
 
 _ABSENT = object()
-_NO_ANSWER = ("unattempted", None, None, None)
-
-
-def _latency_ms(record: Mapping[str, Any] | None) -> float | None:
-    lat = (record or {}).get("latency_s")
-    return round(float(lat) * 1000, 3) if isinstance(lat, int | float) and math.isfinite(lat) else None
 
 
 @dataclass
@@ -167,9 +195,6 @@ def _key(value: Any) -> bytes | str:
         return _MSGSPEC(value)
     except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
         return dumps(value)
-
-
-_MSGSPEC = msgspec.json.Encoder().encode
 
 
 def _request_text(request: Mapping[str, Any]) -> str:
@@ -206,20 +231,44 @@ def view_of(snapshot: Any) -> tuple[QuestionLayout, Iterable[tuple[str, Mapping[
     return question_layout(rows), [(r.request_id, r.request) for r in rows]
 
 
-def judged_columns(questions: Iterable[Mapping[str, Any]]) -> dict[str, list[Any]]:
-    """The fields the page reads of every question record, as columns: the score node's
-    :class:`~jevkedro.nodes.validate.QuestionRecords` gives its own, rows of ``questions.jsonl``
-    are read one by one."""
+@dataclass
+class Judged:
+    """The fields the page reads of every question record, as columns in the records' order:
+    ``P`` the probabilities as the records state them (zero padded), ``width`` how many a record
+    holds when it is ``ok`` (0 otherwise: none is shown), ``correct`` whether an ``ok`` record is
+    right."""
+
+    request_id: list[Any]
+    question: list[Any]
+    status: list[str]
+    reason: list[Any]
+    P: np.ndarray
+    width: np.ndarray
+    correct: np.ndarray
+
+
+def judged_columns(questions: Iterable[Mapping[str, Any]]) -> Judged:
+    """:class:`Judged` of the score node's :class:`~jevkedro.nodes.validate.QuestionRecords`
+    (from its table: the records' probabilities are the table's rounded to 6 decimals) or of
+    rows of ``questions.jsonl`` (read one by one)."""
     if isinstance(questions, QuestionRecords):
-        return questions.columns()
-    cols: dict[str, list[Any]] = {k: [] for k in JUDGED_FIELDS}
+        t = questions.table
+        ok = np.asarray(t.status == "ok", dtype=bool)
+        return Judged(t.request_id.tolist(), t.question_id.tolist(), t.status.tolist(), list(t.reason), t.P.round(6),
+                      np.where(ok, t.K, 0), np.asarray(M.table_stats(t)["correct"], dtype=bool))
+    rids, qids, status, reason, probs, correct = [], [], [], [], [], []
     for rec in questions:
-        for k in JUDGED_FIELDS:
-            cols[k].append(rec.get(k))
-    return cols
-
-
-JUDGED_FIELDS = ("request_id", "question", "status", "reason", "probabilities", "correct")
+        st, p = _text(rec.get("status")), rec.get("probabilities")
+        rids.append(rec.get("request_id"))
+        qids.append(rec.get("question"))
+        status.append(st)
+        reason.append(rec.get("reason"))
+        probs.append(p if st == "ok" and p else ())
+        correct.append(bool(rec.get("correct")) and st == "ok")
+    width = np.array([len(p) for p in probs], dtype=np.int64)
+    P = np.zeros((len(probs), int(width.max(initial=0))))
+    P[np.arange(P.shape[1]) < width[:, None]] = [float(x) for p in probs for x in p]
+    return Judged(rids, qids, status, reason, P, width, np.array(correct, dtype=bool))
 
 
 class Assembly:
@@ -255,17 +304,18 @@ class Assembly:
             absent = col.values.index("") if "" in col.values else -2
             self.slices[name] = {"values": col.values, "codes": np.where(col.codes == absent, -1, col.codes).tolist()}
         self.qsets, self.instr = Codes(), Codes()
-        self.ins: list[int] = []
         self.request_json: list[str] = []  # the request, its questions object coded into qsets
         self.excerpts: list[str] = []
+        instructions: list[Any] = []
         for _, request in requests:
-            request = dict(request)
+            request = dict(request)  # one read of a lazily decoded request
             questions = request.get("questions") or {}
             request["questions"] = self.qsets(questions, _key(questions))
             self.request_json.append(_request_text(request))
-            self.ins.extend(self.instr(_text(spec.get("instructions"))) for spec in questions.values())
+            instructions.extend(spec.get("instructions") for spec in questions.values())
             state = state_text(request.get("state"))
             self.excerpts.append(state if len(state) <= EXCERPT_CHARS else state[:EXCERPT_CHARS] + "…")
+        self.ins = self.instr.many([_text(x) for x in instructions])
 
     def side(self, questions: Iterable[Mapping[str, Any]], predictions: Mapping[str, Any]) -> Side:
         """One model's question records (``questions.jsonl`` rows) and prediction records, aligned
@@ -273,38 +323,55 @@ class Assembly:
         are read once, in order (:func:`stored_records`)."""
         cols = judged_columns(questions)
         rids, qids = self.layout.request_id.tolist(), self.layout.question_ids
-        where: Sequence[int] = range(self.n)
-        if cols["request_id"] != rids or cols["question"] != qids:  # not in snapshot order, or some missing
-            at = {key: j for j, key in enumerate(zip(cols["request_id"], cols["question"]))}
-            where = [at.get(key, -1) for key in zip(rids, qids)]
+        status, reason = cols.status, cols.reason
+        P, width, correct = cols.P, cols.width, cols.correct
+        if cols.request_id != rids or cols.question != qids:  # not in snapshot order, or some missing
+            at = {key: j for j, key in enumerate(zip(cols.request_id, cols.question))}
+            where = np.array([at.get(key, -1) for key in zip(rids, qids)], dtype=np.int64)
+            found, take = where >= 0, np.maximum(where, 0)
+            status = [status[j] if j >= 0 else "unattempted" for j in where.tolist()]
+            reason = [reason[j] if j >= 0 else None for j in where.tolist()]
+            if len(width):
+                P, width, correct = P[take], np.where(found, width[take], 0), found & correct[take]
+            else:  # no record at all
+                P, width, correct = np.zeros((self.n, 0)), np.zeros(self.n, dtype=np.int64), found
         side = Side()
-        status_of = self.statuses
-        st_col, why_col, p_col, ok_col = cols["status"], cols["reason"], cols["probabilities"], cols["correct"]
-        labels, hard = self.label, self.hard.tolist()
-        for i, j in enumerate(where):
-            if j < 0:
-                status, reason, probs, correct = _NO_ANSWER
-            else:
-                status, reason, probs, correct = _text(st_col[j]), why_col[j], p_col[j], ok_col[j]
-            side.status.append(status_of(status))
-            side.reason.append(-1 if reason is None else self.reasons(_text(reason)))
-            probs = probs if status == "ok" else None
-            side.probs.append(_scaled(probs))
-            if not probs:
-                side.loss.append(None)
-            else:
-                lab = labels[i]
-                gold = self.golds.get(i) if lab < 0 else None
-                side.loss.append(_loss4(loss_of(probs, gold or Gold(lab if lab >= 0 else None, None, False))))
-            side.correct.append(-1 if not hard[i] else int(bool(correct and status == "ok")))
-        seen, side.shared, side.order = stored_records(predictions, self.statuses)
-        unattempted = (self.statuses("unattempted"), None, "null")
+        side.status = self.statuses.many(status)
+        texts = [None if why is None else _text(why) for why in reason]
+        self.reasons.many([t for t in texts if t is not None])
+        side.reason = [-1 if t is None else self.reasons.index[t] for t in texts]
+        given = np.arange(P.shape[1]) < width[:, None]
+        scaled = np.trunc(P[given] * PROB_SCALE + 0.5).astype(np.int64).tolist()  # int(p * PROB_SCALE + 0.5), p >= 0
+        ends = np.cumsum(width).tolist()
+        side.probs = [scaled[end - w: end] if w else None for end, w in zip(ends, width.tolist())]
+        side.loss = self._losses(P, width)
+        side.correct = np.where(self.hard, correct, -1).tolist()
+        stored = stored_records(predictions)
+        side.shared, side.order = stored.shared, stored.order
+        codes = self.statuses.many(stored.status)
+        position = {rid: k for k, rid in enumerate(stored.request_ids)}
+        unattempted = self.statuses("unattempted")
         for rid in self.request_ids:
-            status, latency, text = seen.get(rid, unattempted)
-            side.request_status.append(status)
-            side.latency_ms.append(latency)
-            side.records.append(text)
+            k = position.get(rid)
+            side.request_status.append(unattempted if k is None else codes[k])
+            side.latency_ms.append(None if k is None else stored.latency_ms[k])
+            side.records.append("null" if k is None else stored.texts[k])
         return side
+
+    def _losses(self, P: np.ndarray, width: np.ndarray) -> list[float | None]:
+        """:func:`loss_of` of each question's probabilities (``P[i, :width[i]]``, none where
+        ``width`` is 0), rounded to 4 decimals: against the hard label where there is one within
+        them, else against the soft target of the same width; None otherwise."""
+        loss: list[float | None] = [None] * self.n
+        lab = np.asarray(self.layout.target_label)
+        hard = np.flatnonzero((width > 0) & (lab >= 0) & (lab < width))
+        p = np.maximum(P[hard, lab[hard]], NLL_FLOOR)
+        for i, x in zip(hard.tolist(), p.tolist()):
+            loss[i] = round(-math.log(x), 4)
+        for i, gold in self.golds.items():
+            if width[i]:
+                loss[i] = _loss4(loss_of(P[i, : width[i]].tolist(), gold))
+        return loss
 
     def columns(self) -> dict[str, Any]:
         return {
@@ -315,41 +382,58 @@ class Assembly:
             "soft": self.soft, "slices": dict(sorted(self.slices.items())), "request_ids": self.request_ids,
         }
 
-    def detail(self, r: int, sides: Mapping[str, Side]) -> str:
-        """The JSON text of request ``r``'s detail: the request (its questions coded into ``qsets``:
+    def details(self, sides: Mapping[str, Side]) -> list[str]:
+        """The JSON text of each request's detail: the request (its questions coded into ``qsets``:
         requests share few of them) and each side's stored record without its shared fields."""
-        parts = [f'"req":{self.request_json[r]}'] + [f'"{name}":{side.records[r]}' for name, side in sides.items()]
-        return "{" + ",".join(parts) + "}"
+        out = ['{"req":' + text for text in self.request_json]
+        for name, side in sides.items():
+            head = f',"{name}":'
+            out = [d + head + text for d, text in zip(out, side.records)]
+        return [d + "}" for d in out]
 
 
-def stored_records(predictions: Mapping[str, Any], statuses: Codes) -> tuple[dict[str, tuple[int, float | None, str]],
-                                                                             dict[str, Any], list[str]]:
-    """One pass over the prediction records: per request id its status code, latency (ms) and the
-    record as JSON without the fields every record holds with one value (the model, the run's
-    identity, ``usage: null``...), which are returned once, with the first record's key order.
+@dataclass
+class Stored:
+    """The prediction records of one pass, in log order: per record its request id, status,
+    latency (ms) and text (:func:`stored_records`)."""
 
-    A field stays shared while every record so far holds it with one value; when a record differs,
-    the records before it all held that value, so it is added back to their texts."""
-    seen: dict[str, tuple[int, float | None, str]] = {}
+    request_ids: list[str]
+    status: list[str]
+    latency_ms: list[float | None]
+    texts: list[str]
+    shared: dict[str, Any]
+    order: list[str]
+
+
+def stored_records(predictions: Mapping[str, Any]) -> Stored:
+    """One pass over the prediction records: per request its status, latency (ms) and the record
+    as JSON without the fields every record holds with one value (the model, the run's identity,
+    ``usage: null``...), which are returned once, with the first record's key order.
+
+    A field stays shared while every record so far holds it with one value (of one type); when a
+    record differs, the records before it all held that value, so it is added back to their texts."""
+    rids: list[str] = []
+    status: list[Any] = []
+    latency: list[Any] = []
+    texts: list[str] = []
     shared: dict[str, Any] | None = None
     order: list[str] = []
-    keys: tuple[str, ...] = ()
     for rid, record in predictions.items():
         if shared is None:
             shared = {k: v for k, v in record.items() if k not in RECORD_OMIT}
             order = list(shared)
-        else:
-            values = tuple(map(record.get, keys))
-            if not (record.keys() >= shared.keys() and values == tuple(shared.values())
-                    and tuple(map(type, values)) == tuple(map(type, shared.values()))):
-                gone = [k for k, v in shared.items() if not _same(record.get(k, _ABSENT), v)]
-                piece = ",".join(f"{dumps(k)}:{dumps(shared.pop(k))}" for k in gone)
-                for key, (st, lat, text) in seen.items():
-                    seen[key] = (st, lat, "{" + piece + "}" if text == "{}" else text[:-1] + "," + piece + "}")
-        keys = tuple(shared)
-        own = {k: v for k, v in record.items() if k not in RECORD_OMIT and k not in shared}
-        seen[rid] = (statuses(_text(record.get("status"))), _latency_ms(record), dumps(own))
-    return seen, shared or {}, order
+            keys, types, skip = tuple(shared), tuple(map(type, shared.values())), RECORD_OMIT | shared.keys()
+        elif not (shared.items() <= record.items() and tuple(map(type, map(record.__getitem__, keys))) == types):
+            gone = [k for k, v in shared.items() if not _same(record.get(k, _ABSENT), v)]
+            piece = ",".join(f"{dumps(k)}:{dumps(shared.pop(k))}" for k in gone)
+            texts = ["{" + piece + "}" if text == "{}" else text[:-1] + "," + piece + "}" for text in texts]
+            keys, types, skip = tuple(shared), tuple(map(type, shared.values())), RECORD_OMIT | shared.keys()
+        rids.append(rid)
+        status.append(record.get("status"))
+        latency.append(record.get("latency_s"))
+        texts.append(dumps({k: v for k, v in record.items() if k not in skip}))
+    latency_ms = [round(float(x) * 1000, 3) if isinstance(x, int | float) and math.isfinite(x) else None for x in latency]
+    return Stored(rids, [_text(x) for x in status], latency_ms, texts, shared or {}, order)
 
 
 def side_columns(side: Side) -> dict[str, Any]:  # what the page's script reads of one side
@@ -363,6 +447,7 @@ class PageData:
     text or None (left out for the byte budget), with the counts the page's note states."""
 
     columns: dict[str, Any]
+    body: str  # the columns as JSON text (:func:`dumps`)
     details: list[str | None]
     excerpts: list[str | None]
     kept: int
@@ -370,9 +455,9 @@ class PageData:
 
     def json(self) -> str:
         """The document as one JSON text, escaped for its element (:func:`script_json`)."""
-        body = dumps({**self.columns, "kept": self.kept, "total": self.total})
         details = ",".join("null" if d is None else d for d in self.details)
-        return script_json("".join((body[:-1], ',"details":[', details, '],"excerpts":', dumps(self.excerpts), "}")))
+        return script_json("".join((self.body[:-1], f',"kept":{self.kept},"total":{self.total},"details":[', details,
+                                    '],"excerpts":', dumps(self.excerpts), "}")))
 
 
 def _select(asm: Assembly, columns: dict[str, Any], ranks: list[int], sides: Mapping[str, Side], budget: int | None) -> PageData:
@@ -380,15 +465,16 @@ def _select(asm: Assembly, columns: dict[str, Any], ranks: list[int], sides: Map
     else details for the most important requests first (lowest rank, then snapshot order) while
     they fit; the others keep a state excerpt."""
     R = len(asm.request_ids)
-    details: list[str | None] = [asm.detail(r, sides) for r in range(R)]
+    details: list[str | None] = list(asm.details(sides))
     asm.request_json = []  # held once, in the details
     for side in sides.values():
         side.records = []
     columns["qsets"] = asm.qsets.values
     columns["records"] = {name: {"shared": side.shared, "order": side.order} for name, side in sides.items()}
+    body = dumps(columns)
     if budget is not None:
         sizes = [_size(d) + 1 for d in details]  # type: ignore[arg-type]
-        room = budget - len(dumps(columns).encode("utf-8"))
+        room = budget - _size(body)
         if sum(sizes) > room:
             excerpt = [_size(asm.excerpts[r]) + 3 for r in range(R)]
             room -= sum(excerpt)  # as if every detail were left out: a detail kept saves its excerpt
@@ -400,7 +486,7 @@ def _select(asm: Assembly, columns: dict[str, Any], ranks: list[int], sides: Map
                     keep[r] = True
             details = [d if keep[r] else None for r, d in enumerate(details)]
     excerpts = [None if details[r] is not None else asm.excerpts[r] for r in range(R)]
-    return PageData(columns, details, excerpts, sum(d is not None for d in details), R)
+    return PageData(columns, body, details, excerpts, sum(d is not None for d in details), R)
 
 
 def _size(text: str) -> int:
@@ -436,10 +522,9 @@ def run_data(questions: Iterable[Mapping[str, Any]], snapshot: Any, predictions:
 
 def flips_of(a: Side, b: Side) -> list[int]:
     """Per question: -1 without a hard label, else the index in :data:`FLIPS`."""
-    out = []
-    for ca, cb in zip(a.correct, b.correct):
-        out.append(-1 if ca < 0 or cb < 0 else (0 if ca and cb else 1 if ca else 2 if cb else 3))
-    return out
+    ca, cb = np.array(a.correct, dtype=np.int64), np.array(b.correct, dtype=np.int64)
+    flips = np.where(ca == 1, np.where(cb == 1, 0, 1), np.where(cb == 1, 2, 3))
+    return np.where((ca < 0) | (cb < 0), -1, flips).tolist()
 
 
 def comparison_data(questions_a: Iterable[Mapping[str, Any]], questions_b: Iterable[Mapping[str, Any]], snapshot: Any,

@@ -31,6 +31,7 @@ import numpy as np
 from jevkedro.nodes import compare as stats
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes.snapshot import Snapshot, each_row
+from jevkedro.nodes.validate import QuestionRecords
 from jevkedro.registry import family_of
 
 if TYPE_CHECKING:
@@ -100,7 +101,15 @@ def latency_histogram(ms: np.ndarray) -> dict[str, Any]:
     return {"edges_ms": [float(e) for e in edges], "counts": counts.tolist(), "scale": scale}
 
 def confidence_and_correct(question_scores: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Top-label confidence, correctness and request id of every valid hard-label answer."""
+    """Top-label confidence (of the probabilities as the records state them, rounded to 6
+    decimals), correctness and request id of every valid hard-label answer: read from the score
+    node's table, or from rows of ``questions.jsonl`` one by one."""
+    if isinstance(question_scores, QuestionRecords):
+        t = question_scores.table
+        at = np.flatnonzero(np.asarray(t.valid, dtype=bool) & (t.label >= 0) & (t.K > 0) & ~np.asarray(t.unscored, dtype=bool))
+        P = t.P[at].round(6)
+        top = np.where(np.arange(P.shape[1]) < t.K[at, None], P, -np.inf).max(axis=1, initial=-np.inf)
+        return top, np.asarray(M.table_stats(t)["correct"], dtype=bool)[at], np.asarray(t.request_id, dtype=object)[at]
     rows = [q for q in question_scores if q.get("status") == "ok" and q.get("label") is not None
             and q.get("probabilities") and not q.get("unscored")]
     conf = np.array([max(q["probabilities"]) for q in rows], dtype=float)
@@ -341,9 +350,10 @@ def slice_differences_figure(differences: Mapping[str, Mapping[str, Mapping[str,
 
 
 def figure_png(fig: Figure) -> bytes:
-    """The figure as PNG bytes (Agg canvas)."""
+    """The figure as PNG bytes (Agg canvas), drawn once: its constrained layout already fits every
+    artist inside the figure (a tight bounding box would draw it a second time to crop it)."""
     import io
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight")
+    fig.savefig(buf, format="png")
     return buf.getvalue()
