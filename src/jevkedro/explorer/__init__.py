@@ -31,8 +31,8 @@ __all__ = ["HTMLDataset", "comparison_page", "default_context", "explorer_node",
 
 
 def _records(predictions: Any) -> Mapping[str, Any]:
-    """Request id -> prediction record, from a mapping or a predictions log (its ``records``, which
-    the page reads with ``values()`` and ``items()``: a pass over the file each, nothing held)."""
+    """Request id -> prediction record, from a mapping or a predictions log (its ``records``: the
+    records decoded when the log was opened)."""
     return predictions.records if hasattr(predictions, "records") else predictions
 
 
