@@ -41,7 +41,7 @@ from jevkedro.models.base import Adapter, AdapterResult, BodyFields, RepeatsErro
 from jevkedro.models.settings import AdapterOptions
 from jevkedro.models.systemone import SystemOneAdapter
 from jevkedro.nodes.jsonparse import JSONTextError, ParsedJSON, parse_json
-from jevkedro.nodes.snapshot import SourceFormatError
+from jevkedro.nodes.snapshot import SourceFormatError, collector_paused
 
 log = logging.getLogger(__name__)
 
@@ -146,8 +146,11 @@ class ReplayAdapter(Adapter):
 
     def setup(self) -> None:
         """Read the file once: every line parsed (lines end only at ``\\n``), the first fault refused."""
-        if self._lines is not None:
-            return
+        if self._lines is None:
+            self._read_file()
+
+    @collector_paused()  # the parsed lines are kept
+    def _read_file(self) -> None:
         self._check_file()
         data = self.path.read_bytes()
         sha256 = hashlib.sha256(data).hexdigest()

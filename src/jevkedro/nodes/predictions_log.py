@@ -36,7 +36,7 @@ from jevkedro.errors import UserError
 from jevkedro.models.settings import FSYNC_POLICIES
 from jevkedro.nodes.jsonparse import JSONTextError, dumps_utf8, parse_json
 from jevkedro.nodes.reply_body import body_problem
-from jevkedro.nodes.snapshot import atomic_write_bytes, atomic_writer
+from jevkedro.nodes.snapshot import atomic_write_bytes, atomic_writer, collector_paused
 
 log = logging.getLogger(__name__)
 
@@ -289,6 +289,7 @@ class PredictionLog:
             raise ValueError(f"model.fsync must be one of {FSYNC_POLICIES}, got {fsync!r}")
         self.fsync_policy, self.fsync_interval_s = fsync, float(fsync_interval_s)
 
+    @collector_paused()  # the records it decodes are kept
     def _read(self) -> None:
         """One pass over the file: the index, the records and where the last record's line ends."""
         data = bytes(read_file(self.path)) if self.path.is_file() else b""  # lines sliced as bytes: no copy to parse
