@@ -63,17 +63,7 @@ def _finite(obj: Any) -> Any:
 
 def dumps(obj: Any) -> str:
     """Compact JSON of ``obj``, ASCII only (the page's data then costs one byte a character in
-    memory, and a lone surrogate is an escape); non-finite numbers and unknown types as text.
-
-    msgspec writes it when its text reads back as ``obj`` (it writes a non-finite number as
-    ``null`` and has encodings of its own for some types); the standard library's encoder, with
-    the rules above, writes the rest."""
-    try:
-        out = _MSGSPEC(obj)
-        if _DECODE(out) == obj:
-            return _ascii(out.decode("utf-8"))
-    except (TypeError, ValueError, OverflowError, msgspec.EncodeError, msgspec.DecodeError):
-        pass
+    memory, and a lone surrogate is an escape); non-finite numbers and unknown types as text."""
     try:
         return _ENCODE(obj)
     except ValueError:
@@ -82,22 +72,6 @@ def dumps(obj: Any) -> str:
 
 _ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=str).encode
 _MSGSPEC = msgspec.json.Encoder().encode
-_DECODE = msgspec.json.Decoder().decode
-_NON_ASCII = re.compile("[^\x00-\x7e]")
-
-
-def _escape(m: re.Match[str]) -> str:
-    c = ord(m.group())
-    if c > 0xFFFF:  # a surrogate pair, as the standard library writes it
-        c -= 0x10000
-        return f"\\u{0xD800 | (c >> 10):04x}\\u{0xDC00 | (c & 0x3FF):04x}"
-    return f"\\u{c:04x}"
-
-
-def _ascii(text: str) -> str:
-    """JSON text with every character beyond ASCII (and DEL) as its ``\\u`` escape: such
-    characters only occur inside strings, so the text reads back the same."""
-    return text if text.isascii() and "\x7f" not in text else _NON_ASCII.sub(_escape, text)
 
 
 class Codes:

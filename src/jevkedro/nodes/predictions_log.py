@@ -112,37 +112,8 @@ def utf8_json_line(value: Any, separators: tuple[str, str] | None = None, **opti
         return dumps_utf8(_json_safe(value), separators=separators, **options) + b"\n"
 
 
-class _OtherNotation(Exception):
-    """A float that msgspec writes otherwise than ``json.dumps`` does."""
-
-
-def _float_as_dumped(text: str) -> float:
-    """A float of a line msgspec wrote, read back; refuses one ``json.dumps`` writes otherwise
-    (``repr``: exponent notation below 1e-4 and from 1e16, written ``1e-05``, ``1e+16``, where
-    msgspec writes ``0.00001``, ``1e16``)."""
-    if "e" in text or text.startswith(("0.0000", "-0.0000")):
-        raise _OtherNotation
-    return float(text)
-
-
-_ENCODER = msgspec.json.Encoder()
-_READ_BACK = msgspec.json.Decoder(float_hook=_float_as_dumped)
-_NOT_WRITTEN_ALIKE = (TypeError, ValueError, OverflowError, RecursionError, msgspec.DecodeError, _OtherNotation)
-
-
 def encode_record(record: Mapping[str, Any]) -> bytes:
-    """The one writer of a record: a compact JSON line, the bytes :func:`utf8_json_line` writes
-    (``json.dumps``: NaN/Infinity as such, a lone surrogate escaped). msgspec writes the line when
-    its bytes are provably those: read back they give the record again (msgspec writes a NaN or an
-    infinity as null, a tuple as a list) and every float in them is in the notation ``json.dumps``
-    uses; a string msgspec cannot write (a lone surrogate) or a type it does not know is left to
-    ``json.dumps`` too."""
-    try:
-        line = _ENCODER.encode(record)
-        if _READ_BACK.decode(line) == record:
-            return line + b"\n"
-    except _NOT_WRITTEN_ALIKE:
-        pass
+    """The one writer of a record: a compact JSON line."""
     return utf8_json_line(record, (",", ":"), check_circular=False)  # records are trees: parsed JSON
 
 
