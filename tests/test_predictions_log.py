@@ -260,3 +260,54 @@ def test_a_log_written_in_order_is_compacted_in_large_reads(tmp_path, monkeypatc
     assert len(whole) < predictions_log.COPY_BYTES and len(reads) == 1
     assert [opened.index[r].offset for r in rids[:2]] == [0, opened.index["r0000"].length]
     assert list(PredictionLog(path).records) == rids
+
+
+def test_the_dataset_opens_the_log_once_for_all_its_readers_in_a_kedro_run(tmp_path, monkeypatch):
+    """In a Kedro run the writer and every reader of ``{view}.predictions`` get the one log opened
+    first: what the writer appended is decoded once, by the first reader, and the log is let go
+    after the last reader (Kedro releases the dataset); a load after the folder's lock was let go
+    and taken again opens the file afresh (another process may have written it meanwhile)."""
+    from kedro.framework.hooks.manager import _create_hook_manager
+    from kedro.io import DataCatalog
+    from kedro.pipeline import Pipeline, node
+    from kedro.runner import SequentialRunner
+
+    from jevkedro.datasets import PredictionsDataset
+    from jevkedro.hooks import ReleaseOutputFolders
+    from jevkedro.nodes import output_lock
+
+    decoded = []
+    real = predictions_log.decode_record
+    monkeypatch.setattr(predictions_log, "decode_record", lambda line: decoded.append(line) or real(line))
+    dataset = PredictionsDataset(str(tmp_path / "m" / "v" / "predictions.jsonl"))
+    seen: list[PredictionLog] = []
+
+    def write(plog):
+        seen.append(plog)
+        for rid in ("a", "b"):
+            plog.append(record_of(rid, body(1), {}))
+        plog.close()
+        return 1
+
+    def read(plog, _):
+        seen.append(plog)
+        return list(plog.records)
+
+    pipeline = Pipeline([node(write, "p", "written"), node(read, ["p", "written"], "r1", name="r1"),
+                         node(read, ["p", "r1"], "r2", name="r2")])
+    hooks = _create_hook_manager()
+    hooks.register(ReleaseOutputFolders())  # the project's hook: Kedro itself never releases a pipeline's input
+    catalog = DataCatalog({"p": dataset})
+    try:  # as a KedroSession runs a pipeline
+        hooks.hook.before_pipeline_run(run_params={}, pipeline=pipeline, catalog=catalog)
+        SequentialRunner().run(pipeline, catalog, hooks)
+        assert seen[0] is seen[1] is seen[2] and list(seen[2].records) == ["a", "b"]
+        assert len(decoded) == 2  # the two appended records, decoded once for both readers
+        assert dataset._opened is None  # released after its last reader
+        output_lock.claim(dataset.filepath.parent)  # as held during a pipeline (the hook let it go at its end)
+        again = dataset.load()
+        assert dataset.load() is again and again is not seen[0]
+        output_lock.release_claims()
+        assert dataset.load() is not again
+    finally:
+        output_lock.release_claims()

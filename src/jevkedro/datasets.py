@@ -147,18 +147,26 @@ class PredictionsDataset(AbstractDataset[None, PredictionLog]):
     """The append-only predictions log of one (model, view); loads as a :class:`PredictionLog`.
 
     ``infer`` resumes the log it loads and appends to it as answers arrive (crash safety needs
-    that), ``score`` loads it again to read what is there; it is never saved whole. Loading first
+    that), ``score`` and ``explore`` read what is there; it is never saved whole. Loading first
     takes the output folder's lock (:mod:`jevkedro.nodes.output_lock`) for the rest of the
     pipeline: a second run with the same ``model.name`` on the same view is refused before it asks
-    anything.
+    anything. While this process holds that lock nothing else writes the log, so every load
+    returns the one log opened first: its records are decoded once for all its readers (again only
+    after it was written). Kedro releases the dataset after its last reader, which lets it go.
     """
 
     def __init__(self, filepath: str, metadata: dict[str, Any] | None = None) -> None:
         self.filepath, self.metadata = Path(filepath), metadata
+        self._opened: tuple[object, PredictionLog] | None = None  # (the lock's hold, the log opened under it)
 
     def load(self) -> PredictionLog:
-        output_lock.claim(self.filepath.parent)
-        return PredictionLog(self.filepath)
+        hold = output_lock.claim(self.filepath.parent)
+        if self._opened is None or self._opened[0] is not hold:  # the lock was let go since: open afresh
+            self._opened = (hold, PredictionLog(self.filepath))
+        return self._opened[1]
+
+    def _release(self) -> None:
+        self._opened = None
 
     def save(self, data: None) -> None:
         raise DatasetError(f"{self.filepath}: the predictions log is appended to by inference as answers arrive, "

@@ -28,6 +28,7 @@ from kedro.framework.hooks import hook_impl
 
 from jevkedro import console, sample
 from jevkedro.config import SettingsError
+from jevkedro.datasets import PredictionsDataset
 from jevkedro.errors import EXIT_PRIORITY, GATE_FAILURE_EXIT, STOPPED_EARLY_EXIT, TRACKING_FAILURE_EXIT
 from jevkedro.files import file_problem
 from jevkedro.nodes import output_lock, tracking
@@ -125,9 +126,28 @@ class CheckSettings:
 
 
 class ReleaseOutputFolders:
-    """Let go of the output folders' locks the predictions datasets took (one writer per output
-    folder, :mod:`jevkedro.nodes.output_lock`) once the pipeline has ended, well or not, before the
-    other ``after_pipeline_run`` hooks (one of which may raise)."""
+    """Let go of each predictions log after the last node that reads it, and of the output
+    folders' locks the predictions datasets took (one writer per output folder,
+    :mod:`jevkedro.nodes.output_lock`) once the pipeline has ended, well or not, before the other
+    ``after_pipeline_run`` hooks (one of which may raise). Kedro releases the datasets nodes make
+    after their last reader, but never a pipeline's inputs, which the logs are: a view's decoded
+    records would otherwise be held while every later view runs."""
+
+    def __init__(self) -> None:
+        self.readers: dict[str, int] = {}  # predictions dataset -> nodes still to read it
+
+    @hook_impl
+    def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
+        names = {name for name in pipeline.datasets() if isinstance(catalog.get(name), PredictionsDataset)}
+        self.readers = {name: sum(name in n.inputs for n in pipeline.nodes) for name in names}
+
+    @hook_impl
+    def after_node_run(self, node, catalog, inputs) -> None:
+        for name in inputs:
+            if name in self.readers:
+                self.readers[name] -= 1
+                if not self.readers[name]:
+                    catalog.release(name)
 
     @hook_impl(tryfirst=True)  # before TrackViewRuns' (tryfirst too, registered earlier), which may raise
     def after_pipeline_run(self, run_params, pipeline, catalog) -> None:

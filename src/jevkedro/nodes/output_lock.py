@@ -157,12 +157,15 @@ def holding(folder: str | Path) -> Iterator[None]:
             _drop(key, held)
 
 
-def claim(folder: str | Path) -> None:
-    """Hold ``folder``'s lock until :func:`release_claims` (or the end of the process)."""
+def claim(folder: str | Path) -> object:
+    """Hold ``folder``'s lock until :func:`release_claims` (or the end of the process). Returns
+    the hold: the same object while the lock has been held throughout, a new one once it was let
+    go and taken again (when another process may have written the folder)."""
     held = _take(folder)
     with _GUARD:
         held.claimed = True
         held.count -= 1
+    return held
 
 
 def release_claims() -> list[Path]:
