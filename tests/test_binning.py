@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from jevkedro.nodes import metrics as M
 from jevkedro.nodes import reference as R
-from jevkedro.nodes.validate import validate_answer
+from jevkedro.nodes.validate import answer_probabilities
 from jevkedro.pipelines.jevbench.scoring import ece_top_label
 
 SUMS = (1 - 1e-16, 1.0, 1.004)
@@ -29,10 +29,10 @@ def validated_confidence(top: float, n_bins: int, total: float) -> float:
     cands = [f"c{i}" for i in range(k)]
     rest = (1.0 - top) / (k - 1)
     probs = {c: (top if i == 0 else rest) * total for i, c in enumerate(cands)}
-    p, why = validate_answer("choice", cands, {"probabilities": probs})
+    p, why = answer_probabilities("choice", cands, {"probabilities": probs})
     assert why is None, why
     assert int(np.argmax(p)) == 0
-    return float(p.max())
+    return max(p)
 
 
 def placed(conf: float, n_bins: int, right_closed: bool) -> int:
@@ -63,19 +63,19 @@ def test_jevbench_ten_bins_place_every_edge_by_its_nominal_value(total):
 
 def test_an_answer_that_sums_to_one_up_to_rounding_is_not_rescaled():
     # 0.8 + 0.02 + 0.07 + 0.11 is 1.0000000000000002 in floating point; 0.8 must stay 0.8
-    p, _ = validate_answer("choice", list("abcd"), {"probabilities": {"a": 0.8, "b": 0.02, "c": 0.07, "d": 0.11}})
+    p, _ = answer_probabilities("choice", list("abcd"), {"probabilities": {"a": 0.8, "b": 0.02, "c": 0.07, "d": 0.11}})
     assert p[0] == 0.8
     # a sum inside the band but off by more than rounding is rescaled as before
-    p, _ = validate_answer("choice", ["a", "b"], {"probabilities": {"a": 0.8032, "b": 0.2008}})
-    assert p.sum() == pytest.approx(1.0) and p[0] == pytest.approx(0.8)
+    p, _ = answer_probabilities("choice", ["a", "b"], {"probabilities": {"a": 0.8032, "b": 0.2008}})
+    assert sum(p) == pytest.approx(1.0) and p[0] == pytest.approx(0.8)
 
 
 def test_two_questions_ece_as_the_issue_reports_it():
     # Q1: 0.8 (its answer sums to 1.0000000000000002), right; Q2: 0.75, wrong. With Q1 in [0.8, 0.867)
     # and Q2 in [0.733, 0.8): ECE = (|1 - 0.8| + |0 - 0.75|) / 2 = 0.475 (0.275 if Q1 slipped below 0.8)
-    p1, _ = validate_answer("choice", list("abcd"), {"probabilities": {"a": 0.8, "b": 0.02, "c": 0.07, "d": 0.11}})
-    p2, _ = validate_answer("choice", ["a", "b"], {"probabilities": {"a": 0.75, "b": 0.25}})
-    conf = np.array([p1.max(), p2.max()])
+    p1, _ = answer_probabilities("choice", list("abcd"), {"probabilities": {"a": 0.8, "b": 0.02, "c": 0.07, "d": 0.11}})
+    p2, _ = answer_probabilities("choice", ["a", "b"], {"probabilities": {"a": 0.75, "b": 0.25}})
+    conf = np.array([max(p1), max(p2)])
     assert M.ece(conf, np.array([1.0, 0.0])) == pytest.approx(0.475)
 
 

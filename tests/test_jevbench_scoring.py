@@ -9,7 +9,7 @@ import pytest
 
 from jevkedro.family import family_manifest
 from jevkedro.nodes import metrics as M
-from jevkedro.nodes.validate import build_question_table, validate_answer
+from jevkedro.nodes.validate import answer_probabilities, build_question_table
 from jevkedro.pipelines.jevbench import official
 from jevkedro.pipelines.jevbench import scoring as S
 from support import choice, noul, record, task
@@ -325,7 +325,7 @@ def test_generic_metrics_use_their_own_band_and_drop_invalid_from_probability_me
     tasks = [task("easy-intent-01", "choice", AB, "b"), task("easy-intent-02", "choice", AB, "b")]
     snap = snapshot_of(tmp_path, tasks)
     preds = {"easy-intent-01": record(choice(a=0.5, b=0.515)), "easy-intent-02": record(choice(a=0.1, b=0.9))}
-    assert validate_answer("choice", AB, {"probabilities": {"a": 0.5, "b": 0.515}})[0] is None
+    assert answer_probabilities("choice", AB, {"probabilities": {"a": 0.5, "b": 0.515}})[0] is None
     generic = M.summarize_table(build_question_table(snap.rows, preds))
     assert generic["accuracy"] == 0.5 and generic["accuracy_n"] == 2 and generic["probability_n"] == 1
     assert generic["brier"] == pytest.approx(0.1 ** 2 + 0.1 ** 2)

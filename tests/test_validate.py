@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jevkedro.nodes.validate import build_question_table, question_records, validate_answer
+from jevkedro.nodes.validate import answer_probabilities, build_question_table, question_records
 from jevkedro.protocol import SnapshotRow, Target
 
 CHOICE = ["a", "b", "c"]
@@ -36,35 +36,35 @@ def choice(**probs):
     ],
 )
 def test_invalid_choice_answers(answer, reason_part):
-    probs, reason = validate_answer("choice", CHOICE, answer)
+    probs, reason = answer_probabilities("choice", CHOICE, answer)
     assert probs is None
     assert reason_part in reason
 
 
 def test_sum_within_tolerance_is_renormalised():
     raw = choice(a=0.508, b=0.3, c=0.2)  # sums to 1.008
-    probs, reason = validate_answer("choice", CHOICE, raw)
+    probs, reason = answer_probabilities("choice", CHOICE, raw)
     assert reason is None
     assert probs == pytest.approx(np.array([0.508, 0.3, 0.2]) / 1.008)
     assert raw["probabilities"]["a"] == 0.508  # the raw answer is never changed
 
 
 def test_sum_tolerance_edges():
-    assert validate_answer("choice", CHOICE, choice(a=0.5, b=0.3, c=0.19))[1] is None  # 0.99
-    assert validate_answer("choice", CHOICE, choice(a=0.5, b=0.3, c=0.18))[0] is None  # 0.98
+    assert answer_probabilities("choice", CHOICE, choice(a=0.5, b=0.3, c=0.19))[1] is None  # 0.99
+    assert answer_probabilities("choice", CHOICE, choice(a=0.5, b=0.3, c=0.18))[0] is None  # 0.98
 
 
 @pytest.mark.parametrize("bad", [True, False, -0.01, 1.01, float("nan"), "0.7", None])
 def test_noul_value_checks(bad):
-    probs, reason = validate_answer("noul", ["true", "false"], {"type": "noul", "noul": bad})
+    probs, reason = answer_probabilities("noul", ["true", "false"], {"type": "noul", "noul": bad})
     assert probs is None and "noul must be" in reason
 
 
 def test_noul_maps_to_candidate_order():
-    assert validate_answer("noul", ["true", "false"], {"noul": 0.8})[0] == pytest.approx([0.8, 0.2])
-    assert validate_answer("noul", ["false", "true"], {"noul": 0.8})[0] == pytest.approx([0.2, 0.8])
+    assert answer_probabilities("noul", ["true", "false"], {"noul": 0.8})[0] == pytest.approx([0.8, 0.2])
+    assert answer_probabilities("noul", ["false", "true"], {"noul": 0.8})[0] == pytest.approx([0.2, 0.8])
     # a probabilities object over true/false is accepted when `noul` is absent
-    got = validate_answer("noul", ["true", "false"], {"probabilities": {"false": 0.3, "true": 0.7}})[0]
+    got = answer_probabilities("noul", ["true", "false"], {"probabilities": {"false": 0.3, "true": 0.7}})[0]
     assert got == pytest.approx([0.7, 0.3])
 
 
@@ -74,18 +74,18 @@ def test_score_by_index_and_by_level_name():
     by_index = {"type": "score", "probabilities": {"0": 0.1, "1": 0.6, "2": 0.3}}
     by_name = {"type": "score", "probabilities": {"紧急": 0.3, "不紧急": 0.1, "一般": 0.6}}
     mixed = {"type": "score", "probabilities": {"0": 0.1, "一般": 0.6, "2": 0.3}}
-    assert validate_answer("score", cands, by_index, names)[0] == pytest.approx([0.1, 0.6, 0.3])
-    assert validate_answer("score", cands, by_name, names)[0] == pytest.approx([0.1, 0.6, 0.3])
-    assert validate_answer("score", cands, mixed, names)[0] is None
-    assert validate_answer("score", cands, by_name, None)[0] is None  # no names known: keys must be indices
+    assert answer_probabilities("score", cands, by_index, names)[0] == pytest.approx([0.1, 0.6, 0.3])
+    assert answer_probabilities("score", cands, by_name, names)[0] == pytest.approx([0.1, 0.6, 0.3])
+    assert answer_probabilities("score", cands, mixed, names)[0] is None
+    assert answer_probabilities("score", cands, by_name, None)[0] is None  # no names known: keys must be indices
 
 
 @given(st.lists(st.floats(0, 1, allow_nan=False), min_size=3, max_size=3))
 def test_valid_iff_in_band(values):
-    probs, _ = validate_answer("choice", CHOICE, choice(a=values[0], b=values[1], c=values[2]))
+    probs, _ = answer_probabilities("choice", CHOICE, choice(a=values[0], b=values[1], c=values[2]))
     assert (probs is not None) == (abs(sum(values) - 1) <= 0.01 + 1e-12)
     if probs is not None:
-        assert math.isclose(probs.sum(), 1.0)
+        assert math.isclose(sum(probs), 1.0)
 
 
 def _row(rid, qtype="choice", label=0, probs=None):
@@ -125,8 +125,8 @@ def test_table_list_shaped_answers():
 def test_choice_field_must_name_an_option():
     ok = {"type": "choice", "choice": "b", "probabilities": {"a": 0.2, "b": 0.5, "c": 0.3}}
     foreign = {**ok, "choice": "z"}
-    assert validate_answer("choice", CHOICE, ok)[1] is None
-    assert "'z' is not one of the options" in validate_answer("choice", CHOICE, foreign)[1]
+    assert answer_probabilities("choice", CHOICE, ok)[1] is None
+    assert "'z' is not one of the options" in answer_probabilities("choice", CHOICE, foreign)[1]
 
 
 def test_no_key_a_model_writes_passes_for_what_validation_derives():

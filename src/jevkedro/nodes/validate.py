@@ -6,8 +6,7 @@ numbers here) whose sum is within ``SUM_TOLERANCE`` of 1. The raw answer is neve
 the copy used by the generic metrics is renormalised.
 
 The rules live here once, in plain Python over the decoded records: :func:`answer_probabilities`
-(one answer; :func:`validate_answer` gives its probabilities as an array) and :func:`judge_request`
-(every question of one request: its status, the request's unsupported questions and repeated keys).
+(one answer) and :func:`judge_request` (every question of one request: its status, the request's unsupported questions and repeated keys).
 :func:`build_question_table` applies them to every record of a view, in the records' order, and
 assembles the arrays the metrics read; :class:`QuestionRecords` is what ``questions.jsonl`` holds.
 
@@ -241,19 +240,6 @@ def answer_probabilities(
         return None, f"probabilities sum to {total:.6g}, outside 1 ± {tolerance}"
     divisor = renormalising_divisor(total)
     return (floats if divisor == 1.0 else [v / divisor for v in floats]), None
-
-
-def validate_answer(
-    qtype: str,
-    candidates: list[str],
-    answer: Any,
-    level_names: list[str] | None = None,
-    tolerance: float = SUM_TOLERANCE,
-    list_entries: int = 0,
-) -> tuple[np.ndarray | None, str | None]:
-    """:func:`answer_probabilities` with the probabilities as a numpy array."""
-    p, why = answer_probabilities(qtype, candidates, answer, level_names, tolerance, list_entries)
-    return (None if p is None else np.array(p, dtype=float)), why
 
 
 def _short_repr_keys(missing: list[str], extra: list[str]) -> str:
