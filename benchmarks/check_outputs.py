@@ -13,6 +13,11 @@ Fields added since the "before" file was recorded are listed by name in ``KNOWN_
 check digests each file both whole and without them, so every field the before file had must be
 identical, and it prints which known additions it left out of the comparison (a field added and
 not listed there makes the file differ).
+
+Bootstrap intervals and analytic errors go through BLAS products, whose last digit depends on the
+OpenBLAS kernel: the before file was recorded under the SkylakeX kernel, so on a CPU where OpenBLAS
+picks another one (AMD EPYC: Haswell) run the check with ``OPENBLAS_CORETYPE=SkylakeX``
+(docs/benchmarks.md, "The check of outputs and the BLAS kernel").
 """
 
 from __future__ import annotations
