@@ -152,7 +152,8 @@ class PredictionsDataset(AbstractDataset[None, PredictionLog]):
     pipeline: a second run with the same ``model.name`` on the same view is refused before it asks
     anything. While this process holds that lock nothing else writes the log, so every load
     returns the one log opened first: its records are decoded once for all its readers (again only
-    after it was written). Kedro releases the dataset after its last reader, which lets it go.
+    after it was written). The project's hook (:class:`jevkedro.hooks.ReleaseOutputFolders`)
+    releases the dataset after the last node that reads it, which lets the log go.
     """
 
     def __init__(self, filepath: str, metadata: dict[str, Any] | None = None) -> None:

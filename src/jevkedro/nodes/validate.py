@@ -6,7 +6,8 @@ numbers here) whose sum is within ``SUM_TOLERANCE`` of 1. The raw answer is neve
 the copy used by the generic metrics is renormalised.
 
 The rules live here once, in plain Python over the decoded records: :func:`answer_probabilities`
-(one answer) and :func:`judge_request` (every question of one request: its status, the request's unsupported questions and repeated keys).
+(one answer) and :func:`judge_request` (every question of one request: its status, the request's
+unsupported questions and repeated keys).
 :func:`build_question_table` applies them to every record of a view, in the records' order, and
 assembles the arrays the metrics read; :class:`QuestionRecords` is what ``questions.jsonl`` holds.
 
