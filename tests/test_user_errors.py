@@ -85,3 +85,19 @@ def test_a_replay_file_that_cannot_be_read_is_refused_before_any_node(project, t
     done = kedro(project, f"--pipelines={VIEW}", f"--params=model.adapter=replay,model.path={path},model.name={name}")
     _short_message(done, expected)
     _no_run_left(project, name)
+
+
+@pytest.mark.parametrize("start", ["score", "plot"])
+def test_a_run_starting_after_a_node_whose_output_is_in_memory_names_the_node_to_start_from(project, start):
+    """``--from-nodes`` past ``verify_snapshot``: the verified snapshot (and what infer hands to
+    score) lives in memory only, so the run is refused before anything starts, naming where to start."""
+    name = f"mid-start-{start}"
+    done = kedro(project, f"--pipelines={VIEW}", f"--from-nodes={VIEW}.{start}", f"--params=model.name={name}")
+    out = done.stdout + done.stderr
+    assert done.returncode == 2, out[-3000:]
+    assert "Traceback" not in out and "╭" not in out, out[-3000:]
+    assert f"{VIEW}.verified_snapshot is handed on in memory only" in out, out
+    assert f"start there (--from-nodes={VIEW}.verify_snapshot)" in out, out
+    assert (f"{VIEW}.inference_run is handed on in memory only" in out) == (start == "score"), out
+    assert f"start there (--from-nodes={VIEW}.infer)" in out or start == "plot", out
+    _no_run_left(project, name)

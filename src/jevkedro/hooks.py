@@ -25,11 +25,12 @@ from typing import Any
 import click
 from kedro.config import MissingConfigException
 from kedro.framework.hooks import hook_impl
+from kedro.io import MemoryDataset
 
 from jevkedro import console, sample
 from jevkedro.config import SettingsError
 from jevkedro.datasets import PredictionsDataset
-from jevkedro.errors import EXIT_PRIORITY, GATE_FAILURE_EXIT, STOPPED_EARLY_EXIT, TRACKING_FAILURE_EXIT
+from jevkedro.errors import EXIT_PRIORITY, GATE_FAILURE_EXIT, STOPPED_EARLY_EXIT, TRACKING_FAILURE_EXIT, UserError
 from jevkedro.files import file_problem
 from jevkedro.nodes import output_lock, tracking
 from jevkedro.nodes.report import summary_line
@@ -114,6 +115,22 @@ class CheckSettings:
     @hook_impl
     def after_context_created(self, context) -> None:
         check_parameters(context.config_loader["parameters"])
+
+    @hook_impl(tryfirst=True)  # before kedro-mlflow starts its run: nothing is started for a run that cannot start
+    def before_pipeline_run(self, run_params, pipeline, catalog) -> None:
+        """Refuse a run that starts after a node whose output is handed on in memory only
+        (``--from-nodes=<view>.score`` needs ``<view>.verified_snapshot``), naming the node to start
+        from, instead of Kedro's failure to load it in the middle of the run."""
+        from kedro.framework.project import pipelines  # the registered pipelines: who makes each dataset
+
+        missing = sorted(name for name in pipeline.inputs() if not name.startswith("params:") and name != "parameters"
+                         and isinstance(catalog.get(name), MemoryDataset) and not catalog.exists(name))
+        if missing:
+            whole = pipelines.get("__default__")
+            makers = {out: n.name for n in (whole.nodes if whole else ()) for out in n.outputs}
+            raise UserError("; ".join(f"{name} is handed on in memory only, so this run cannot start after the node "
+                                      f"that makes it: start there (--from-nodes={makers.get(name, '<that node>')})"
+                                      for name in missing) + "; answers already in the predictions log are reused, not asked again")
 
     @hook_impl
     def after_catalog_created(self, catalog, parameters) -> None:
