@@ -96,8 +96,7 @@ def test_a_run_starting_after_a_node_whose_output_is_in_memory_names_the_node_to
     out = done.stdout + done.stderr
     assert done.returncode == 2, out[-3000:]
     assert "Traceback" not in out and "╭" not in out, out[-3000:]
-    assert f"{VIEW}.verified_snapshot is handed on in memory only" in out, out
-    assert f"start there (--from-nodes={VIEW}.verify_snapshot)" in out, out
-    assert (f"{VIEW}.inference_run is handed on in memory only" in out) == (start == "score"), out
-    assert f"start there (--from-nodes={VIEW}.infer)" in out or start == "plot", out
+    needs = f"{VIEW}.inference_run and {VIEW}.verified_snapshot" if start == "score" else f"{VIEW}.verified_snapshot"
+    assert f"this run needs {needs}, which an earlier node hands on in memory only" in out, out
+    assert f"start at {VIEW}.verify_snapshot (--from-nodes={VIEW}.verify_snapshot)" in out, out  # the earliest maker
     _no_run_left(project, name)

@@ -127,10 +127,11 @@ class CheckSettings:
                          and isinstance(catalog.get(name), MemoryDataset) and not catalog.exists(name))
         if missing:
             whole = pipelines.get("__default__")
-            makers = {out: n.name for n in (whole.nodes if whole else ()) for out in n.outputs}
-            raise UserError("; ".join(f"{name} is handed on in memory only, so this run cannot start after the node "
-                                      f"that makes it: start there (--from-nodes={makers.get(name, '<that node>')})"
-                                      for name in missing) + "; answers already in the predictions log are reused, not asked again")
+            makers = [n.name for n in (whole.nodes if whole else ()) if set(n.outputs) & set(missing)]  # in run order
+            raise UserError(f"this run needs {' and '.join(missing)}, which an earlier node hands on in memory only: "
+                            f"start at {makers[0] if makers else 'the node that makes it'} (--from-nodes="
+                            f"{makers[0] if makers else '...'}); answers already in the predictions log are reused, "
+                            "not asked again")
 
     @hook_impl
     def after_catalog_created(self, catalog, parameters) -> None:
